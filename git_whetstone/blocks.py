@@ -1,0 +1,400 @@
+"""The block format (SPEC §3): read, write and validate the markdown that is the store's truth.
+
+A scope file is a run of blocks:
+
+    ## L1 · Title
+    - recurrence: 2
+    - first_seen: 2026-07-23
+    - last_seen: 2026-07-24
+    - scope: currency formatting
+    - provenance: "2026-07-24 — 'make the revenue column US dollars'"
+
+    Body paragraph(s).
+
+`parse` is the fast line reader used on every read; `validate` adds a second opinion from mistune
+(what a markdown renderer would actually see) for the hook and `git whetstone validate`. Each block
+keeps its exact source text, so unchanged blocks are written back byte for byte.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+
+DOT = "\u00b7"
+PREFIX = {"learnings": "L", "issues": "I"}
+FOLDER = {"L": "learnings", "I": "issues"}
+FIELDS = {
+    "L": ("recurrence", "first_seen", "last_seen", "scope", "provenance"),
+    "I": ("scope", "provenance"),
+}
+REQUIRED = {"L": ("recurrence", "first_seen", "last_seen", "scope"), "I": ("scope",)}
+REPEATABLE = {"provenance"}
+TITLE_LIMIT = 72
+
+_HEADING = re.compile(r"^## (\S+) \u00b7 (.*)$")
+_ID = re.compile(r"^([A-Za-z]+)(\d+)$")
+_FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
+_ATX = re.compile(r"^ {0,3}#{1,6}(\s|$)")
+
+
+@dataclass(frozen=True)
+class FormatError:
+    """One validation finding, printed as `path:line: message`."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One parsed block. `raw` is its exact source, trailing blank lines included."""
+
+    id: str
+    title: str
+    fields: tuple[tuple[str, str], ...]
+    body: str
+    line: int
+    start: int
+    end: int
+    raw: str
+
+    @property
+    def prefix(self) -> str:
+        return self.id[0]
+
+    @property
+    def kind(self) -> str:
+        return "learning" if self.prefix == "L" else "issue"
+
+    @property
+    def number(self) -> int:
+        return int(self.id[1:])
+
+    def get(self, key: str) -> str | None:
+        for name, value in self.fields:
+            if name == key:
+                return value
+        return None
+
+    @property
+    def scope(self) -> str:
+        return " ".join((self.get("scope") or "").split())
+
+    @property
+    def recurrence(self) -> int:
+        return int(self.get("recurrence") or 1)
+
+    @property
+    def first_seen(self) -> dt.date:
+        return dt.date.fromisoformat(self.get("first_seen") or "1970-01-01")
+
+    @property
+    def last_seen(self) -> dt.date:
+        return dt.date.fromisoformat(self.get("last_seen") or "1970-01-01")
+
+    @property
+    def provenance(self) -> list[str]:
+        return [decode_value(v) for k, v in self.fields if k == "provenance"]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    blocks: list[Block]
+    errors: list[FormatError]
+
+
+# --- values ---------------------------------------------------------------------------------------
+
+def encode_value(text: str) -> str:
+    """A provenance value as written: a double-quoted, single-line string (JSON escaping)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def decode_value(raw: str) -> str:
+    if raw.startswith('"'):
+        try:
+            value = json.loads(raw)
+            if isinstance(value, str):
+                return value
+        except ValueError:
+            pass
+    return raw
+
+
+def derive_title(body: str, limit: int = TITLE_LIMIT) -> str:
+    """The first sentence of the body, cut at a word boundary to at most `limit` characters."""
+    first = " ".join(body.strip().split("\n\n", 1)[0].split())
+    # A sentence ends at . ! or ? followed by a space and a capital (so "U.S. dollars" stays whole).
+    match = re.search(r"[.!?](?=\s+[A-Z\"'(\[]|$)", first)
+    sentence = first[: match.start() + 1] if match else first
+    sentence = sentence.rstrip(".").strip() or first
+    if len(sentence) <= limit:
+        return sentence
+    cut = sentence[: limit]
+    space = cut.rfind(" ")
+    if space >= limit // 3:
+        cut = cut[:space]
+    return cut.rstrip(" ,;:-—–(") + "…"
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
+    out, pos = [], 0
+    for line in text.split("\n"):
+        out.append((pos, line))
+        pos += len(line) + 1
+    if text.endswith("\n"):
+        out.pop()  # the empty string after the final newline is not a line
+    return out
+
+
+def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
+    """Read a scope file into blocks and every format error found, with 1-based line numbers.
+
+    `folder` ("learnings" or "issues") fixes which id prefix is allowed; None allows both.
+    Blocks with errors are left out of `blocks`, so callers never see half-valid entries.
+    """
+    errors: list[FormatError] = []
+    lines = _lines_with_offsets(text)
+    want = PREFIX.get(folder) if folder else None
+
+    def err(line: int, message: str) -> None:
+        errors.append(FormatError(path, line, message))
+
+    for number, (_, line) in enumerate(lines, 1):
+        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+            err(number, "unresolved merge conflict marker")
+    heads = [i for i, (_, line) in enumerate(lines) if line.startswith("## ") or line == "##"]
+    for i, (_, line) in enumerate(lines[: heads[0] if heads else len(lines)]):
+        if line.strip():
+            err(i + 1, "text before the first block (a block starts with '## L<n> · title')")
+            break
+
+    blocks: list[Block] = []
+    seen: dict[str, int] = {}
+    for h, head in enumerate(heads):
+        stop = heads[h + 1] if h + 1 < len(heads) else len(lines)
+        start_off = lines[head][0]
+        end_off = lines[stop][0] if stop < len(lines) else len(text)
+        before = len(errors)
+        block = _parse_block(lines[head:stop], head + 1, want, err)
+        if block is None or len(errors) > before:
+            continue
+        bid, title, fields, body = block
+        if bid in seen:
+            err(head + 1, f"duplicate id {bid} (also at line {seen[bid]})")
+            continue
+        seen[bid] = head + 1
+        blocks.append(Block(bid, title, fields, body, head + 1, start_off, end_off, text[start_off:end_off]))
+    return Parsed(blocks, errors)
+
+
+def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err) -> tuple | None:
+    texts = [line.rstrip("\r") for _, line in lines]
+    match = _HEADING.match(texts[0])
+    if not match:
+        err(first, "malformed heading: expected '## L<n> · title' (with the middle dot ·)")
+        return None
+    bid, title = match.group(1), match.group(2).strip()
+    id_match = _ID.match(bid)
+    if not id_match or id_match.group(1) not in ("L", "I"):
+        err(first, f"unknown id '{bid}': expected L<n> for a learning or I<n> for an issue")
+        return None
+    prefix, digits = id_match.groups()
+    if digits.startswith("0"):
+        err(first, f"malformed id '{bid}': the number must be a positive integer without leading zeros")
+        return None
+    if want and prefix != want:
+        folder = FOLDER[want]
+        err(first, f"unknown id prefix '{prefix}' in {folder}/: ids there are {want}<n>")
+        return None
+    if not title:
+        err(first, f"{bid} has an empty title")
+
+    fields: list[tuple[str, str]] = []
+    i = 1
+    while i < len(texts):
+        match = _FIELD.match(texts[i])
+        if not match:
+            break
+        fields.append((match.group(1), (match.group(2) or "").strip()))
+        i += 1
+    if i < len(texts) and texts[i].strip():
+        line = first + i
+        if texts[i].startswith("-") or texts[i].startswith("*"):
+            err(line, "malformed field: expected '- key: value'")
+        elif not fields:
+            err(line, f"{bid} has no metadata lines ('- key: value') after its heading")
+        else:
+            err(line, "no blank line before the body (markdown would fold the body into the metadata)")
+        return None
+    while i < len(texts) and not texts[i].strip():
+        i += 1
+    body_start = first + i
+    body_lines = texts[i:]
+    while body_lines and not body_lines[-1].strip():
+        body_lines.pop()
+    for j, line in enumerate(body_lines):
+        if _ATX.match(line):
+            err(body_start + j, "a heading inside a body (start a new block with '## L<n> · title')")
+    if not body_lines:
+        err(first, f"{bid} has an empty body")
+
+    _check_fields(prefix, bid, fields, first, err)
+    return bid, title, tuple(fields), "\n".join(body_lines)
+
+
+def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: int, err) -> None:
+    allowed, seen = FIELDS[prefix], set()
+    for offset, (key, value) in enumerate(fields, 1):
+        line = first + offset
+        if key not in allowed:
+            kind = "a learning" if prefix == "L" else "an issue"
+            err(line, f"unknown field '{key}' for {kind} (allowed: {', '.join(allowed)})")
+            continue
+        if key in seen and key not in REPEATABLE:
+            err(line, f"field '{key}' appears twice")
+            continue
+        seen.add(key)
+        if key == "recurrence" and not re.fullmatch(r"[1-9]\d*", value):
+            err(line, f"recurrence must be a positive integer, got '{value}'")
+        elif key in ("first_seen", "last_seen") and not _is_date(value):
+            err(line, f"{key} must be a date (YYYY-MM-DD), got '{value}'")
+        elif key == "scope" and not value:
+            err(line, "scope is empty")
+        elif key == "provenance" and value.startswith('"') and not _is_json_string(value):
+            err(line, "provenance has an unterminated or malformed quoted string")
+    for key in REQUIRED[prefix]:
+        if key not in seen:
+            err(first, f"{bid} is missing the field '{key}'")
+    first_seen, last_seen = dict(fields).get("first_seen"), dict(fields).get("last_seen")
+    if first_seen and last_seen and _is_date(first_seen) and _is_date(last_seen) and last_seen < first_seen:
+        err(first, f"{bid}: last_seen {last_seen} is before first_seen {first_seen}")
+
+
+def _is_date(value: str) -> bool:
+    if not _DATE.match(value):
+        return False
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_json_string(value: str) -> bool:
+    try:
+        return isinstance(json.loads(value), str)
+    except ValueError:
+        return False
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+def render(bid: str, title: str, fields: list[tuple[str, str]] | tuple, body: str) -> str:
+    """The canonical text of one block, ending with a single newline."""
+    lines = [f"## {bid} {DOT} {title}"]
+    lines += [f"- {key}: {value}" for key, value in fields]
+    return "\n".join(lines) + "\n\n" + body + "\n"
+
+
+def append(text: str, block_text: str) -> str:
+    """`text` with a new block added at the end, one blank line after what was there."""
+    if not text.strip():
+        return block_text
+    base = text if text.endswith("\n") else text + "\n"
+    if not base.endswith("\n\n"):
+        base += "\n"
+    return base + block_text
+
+
+def replace(text: str, block: Block, block_text: str) -> str:
+    """`text` with one block's source swapped; the separator after it is kept as it was."""
+    trailing = block.raw[len(block.raw.rstrip("\n")):] or "\n"
+    return text[: block.start] + block_text.rstrip("\n") + trailing + text[block.end:]
+
+
+def remove(text: str, block: Block) -> str:
+    """`text` without one block. A file left with no block becomes empty."""
+    out = text[: block.start] + text[block.end:]
+    if not out.strip():
+        return ""
+    return out.rstrip("\n") + "\n" if block.end >= len(text) else out
+
+
+def update_fields(block: Block, changes: dict[str, str], add_provenance: str | None = None) -> str:
+    """The block's source with some metadata values changed in place and maybe a provenance line
+    added after the last one; everything else, body and spacing included, stays as written."""
+    lines = block.raw.split("\n")
+    for offset, (key, _) in enumerate(block.fields, 1):
+        if key in changes:
+            lines[offset] = f"- {key}: {changes[key]}"
+    if add_provenance is not None:
+        last = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "provenance"),
+                   default=len(block.fields))
+        lines.insert(last + 1, f"- provenance: {encode_value(add_provenance)}")
+    return "\n".join(lines)
+
+
+# --- the second opinion ---------------------------------------------------------------------------
+
+def markdown_view(text: str) -> list[tuple[str, list[str], bool]]:
+    """How mistune reads a scope file: per level-2 heading, its text, the items of the list that
+    follows it (as plain text), and whether anything follows the list (a body)."""
+    import mistune
+
+    tokens = [t for t in mistune.create_markdown(renderer=None)(text) if t["type"] != "blank_line"]
+    view: list[tuple[str, list[str], bool]] = []
+    i = 0
+    while i < len(tokens):
+        token = tokens[i]
+        i += 1
+        if token["type"] != "heading" or token["attrs"]["level"] != 2:
+            continue
+        items: list[str] = []
+        if i < len(tokens) and tokens[i]["type"] == "list":
+            items = [_plain(item) for item in tokens[i]["children"]]
+            i += 1
+        has_body = i < len(tokens) and not (tokens[i]["type"] == "heading" and tokens[i]["attrs"]["level"] == 2)
+        view.append((_plain(token), items, has_body))
+    return view
+
+
+def _plain(token: dict) -> str:
+    if token["type"] == "softbreak":
+        return "\n"
+    if "children" in token:
+        return "".join(_plain(child) for child in token["children"])
+    return token.get("raw", "")
+
+
+def validate(text: str, path: str = "<text>", folder: str | None = None) -> list[FormatError]:
+    """Every format error in a scope file: the line reader's findings, then any block that a
+    markdown renderer would read differently from the way whetstone reads it."""
+    parsed = parse(text, path, folder)
+    if parsed.errors:
+        return parsed.errors
+    view = markdown_view(text)
+    if len(view) != len(parsed.blocks):
+        return [FormatError(path, 1, f"markdown sees {len(view)} blocks where whetstone reads {len(parsed.blocks)}")]
+    errors = []
+    for block, (heading, items, has_body) in zip(parsed.blocks, view):
+        expected = [f"{k}: {v}" if v else f"{k}:" for k, v in block.fields]
+        if heading.strip() != f"{block.id} {DOT} {block.title}" and not heading.startswith(block.id):
+            errors.append(FormatError(path, block.line, f"markdown reads the heading of {block.id} as '{heading}'"))
+        elif [i.split(":", 1)[0] for i in items] != [k for k, _ in block.fields] or any(
+                "\n" in item for item in items):
+            errors.append(FormatError(path, block.line + 1,
+                                      f"markdown reads the metadata of {block.id} differently: {items!r} vs {expected!r}"))
+        elif not has_body:
+            errors.append(FormatError(path, block.line, f"markdown sees no body for {block.id}"))
+    return errors

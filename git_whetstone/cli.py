@@ -1,0 +1,336 @@
+"""`git whetstone …`: thin click commands over the library, one call each.
+
+Each command parses its options, calls one library function and renders the result: readable
+text by default, and with `--json` exactly the JSON the MCP tool returns. Library modules are
+imported inside the commands so `git whetstone -h` never pays for numpy, let alone mcp or torch.
+Exit codes: 0 the call ran (whatever its status), 1 runtime failure, 2 bad usage or input, each
+failure with one line on stderr.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from typing import Any, Callable
+
+import click
+
+from . import __version__
+from .errors import WhetstoneError
+
+CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
+
+
+class State:
+    def __init__(self, store_root: str | None, as_json: bool) -> None:
+        self.store_root = store_root
+        self.as_json = as_json
+        self._config = None
+
+    def config(self):
+        if self._config is None:
+            from .config import load
+            self._config = load(self.store_root)
+        return self._config
+
+
+def json_option(command: Callable) -> Callable:
+    return click.option("--json", "as_json", is_flag=True, help="Print the library's JSON result.")(command)
+
+
+def emit(state: State, as_json: bool, result: Any, human: Callable[[Any], None]) -> None:
+    if as_json or state.as_json:
+        click.echo(json.dumps(result, ensure_ascii=False, indent=2))
+    else:
+        human(result)
+        for warning in result.get("warnings", []) if isinstance(result, dict) else []:
+            click.echo(f"warning: {warning}", err=True)
+
+
+@click.group(context_settings=CONTEXT)
+@click.option("--store-root", metavar="DIR", help="Store root for this call (default: config, then "
+              "$WHETSTONE_STORE_ROOT, then ~/.local/share/whetstone).")
+@click.option("--json", "as_json", is_flag=True, help="Print JSON results for every command.")
+@click.version_option(__version__, "-V", "--version", prog_name="whetstone")
+@click.pass_context
+def main(ctx: click.Context, store_root: str | None, as_json: bool) -> None:
+    """A git-native memory of your taste for AI skills.
+
+    Each skill gets a git repository of markdown learnings (weighted preferences) and issues
+    (mandatory always/never rules). Agents recall them at the start of a task and capture each
+    correction; you read, edit, revert and push them with git.
+
+    \b
+    Example:
+      git whetstone attach great-tables
+      git whetstone capture great-tables "Format currency as USD, no decimals" --scope "currency formatting"
+      git whetstone recall great-tables "styling a table: currency formatting, alignment"
+    """
+    ctx.obj = State(store_root, as_json)
+
+
+@main.command()
+@click.argument("skill")
+@click.option("--path", "skill_path", metavar="DIR", help="The skill's own directory, recorded in the store.")
+@json_option
+@click.pass_obj
+def attach(state: State, skill: str, skill_path: str | None, as_json: bool) -> None:
+    """Create SKILL's store (a git repository) if it does not exist yet.
+
+    \b
+    Example:
+      git whetstone attach great-tables
+    """
+    from .store import attach as run_attach
+    result = run_attach(skill, skill_path, config=state.config())
+    emit(state, as_json, result, lambda r: click.echo(
+        f"{'created' if r['created'] else 'already attached'}: {r['skill']} at {r['path']}"))
+
+
+@main.command()
+@click.argument("skill")
+@click.argument("intent")
+@click.option("-k", "--learnings-k", type=int, metavar="N", help="At most N learnings (default: learnings_k, 12).")
+@json_option
+@click.pass_obj
+def recall(state: State, skill: str, intent: str, learnings_k: int | None, as_json: bool) -> None:
+    """Print the learnings and issues relevant to INTENT.
+
+    Describe the task with its dimensions, not the user's raw words.
+
+    \b
+    Example:
+      git whetstone recall great-tables "styling a gtcars table: currency formatting, color encoding"
+    """
+    from .retrieve import recall as run_recall
+    result = run_recall(skill, intent, learnings_k, config=state.config())
+    emit(state, as_json, result, _show_recall)
+
+
+def _show_recall(r: dict[str, Any]) -> None:
+    note = " (fallback: nothing matched closely)" if r["fallback"] else ""
+    click.echo(f"{r['skill']}: {len(r['issues'])} issues, {len(r['learnings'])} learnings{note}  [run {r['run_id']}]")
+    for item in r["issues"]:
+        click.echo(f"  {item['id']:>5}  MUST   [{item['scope']}] {_one_line(item['rule'])}")
+    for item in r["learnings"]:
+        click.echo(f"  {item['id']:>5}  {item['weight']:.2f}   [{item['scope']}] {_one_line(item['rule'])}")
+    for conflict in r["conflicts"]:
+        click.echo(f"  conflict: {' vs '.join(conflict['ids'])}: {conflict['reason']}")
+    left = r["omitted"]
+    if left["learnings"] or left["issues"]:
+        click.echo(f"  omitted: {left['learnings']} learnings, {left['issues']} issues (raise -k to see more)")
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+CONFIRM_HELP = ("Confirm what a previous call asked (yes, no, new, reinforce, replace; "
+                "bare --confirm means yes).")
+
+
+@main.command()
+@click.argument("skill")
+@click.argument("body")
+@click.option("--scope", required=True, help="Short phrase for when the rule applies.")
+@click.option("--issue", is_flag=True, help="A mandatory always/never rule instead of a learning.")
+@click.option("--provenance", default="", help="Where the correction came from (the user's words).")
+@click.option("--run-id", help="The run_id recall returned.")
+@click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=CONFIRM_HELP)
+@json_option
+@click.pass_obj
+def capture(state: State, skill: str, body: str, scope: str, issue: bool, provenance: str, run_id: str | None,
+            confirm: str | None, as_json: bool) -> None:
+    """Remember BODY as a learning (or with --issue, a mandatory rule) of SKILL.
+
+    A near-duplicate learning is reinforced instead, a near-duplicate issue changes nothing,
+    and a contradiction is reported without writing anything.
+
+    \b
+    Example:
+      git whetstone capture great-tables "Heat-map msrp with a warm palette" --scope "color encoding"
+      git whetstone capture great-tables "Never round table corners" --scope corners --issue
+    """
+    from .capture import capture as run_capture
+    result = run_capture(skill, "issue" if issue else "learning", body, scope, provenance, run_id, confirm,
+                         config=state.config())
+    emit(state, as_json, result, _show_write)
+
+
+def _show_write(r: dict[str, Any]) -> None:
+    status = r["status"]
+    if r.get("confirmation"):
+        click.echo(f"{status}: {r['confirmation']}")
+    else:
+        click.echo(f"{status}: {r.get('prompt', '')}")
+    if r.get("promotion"):
+        click.echo(f"ask: {r['promotion']['prompt']}")
+
+
+@main.command()
+@click.argument("skill")
+@click.argument("entry_id", metavar="ID")
+@click.argument("action", type=click.Choice(["reinforce", "weaken", "remove", "promote", "demote"]),
+                metavar="ACTION")
+@click.option("--body", help="Reword the entry.")
+@click.option("--scope", help="Move the entry to another scope.")
+@click.option("--run-id", help="The run_id recall returned.")
+@click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=CONFIRM_HELP)
+@json_option
+@click.pass_obj
+def revise(state: State, skill: str, entry_id: str, action: str, body: str | None, scope: str | None,
+           run_id: str | None, confirm: str | None, as_json: bool) -> None:
+    """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote.
+
+    remove, promote and demote ask for --confirm first.
+
+    \b
+    Example:
+      git whetstone revise great-tables L3 reinforce
+      git whetstone revise great-tables L3 promote --confirm
+    """
+    from .capture import revise as run_revise
+    result = run_revise(skill, entry_id, action, body, scope, run_id, confirm, config=state.config())
+    emit(state, as_json, result, _show_write)
+
+
+@main.command()
+@click.argument("skill", required=False)
+@json_option
+@click.pass_obj
+def metrics(state: State, skill: str | None, as_json: bool) -> None:
+    """Print how the loop is doing for SKILL (or every skill): runs, captures, repeats."""
+    from .metrics import metrics as run_metrics
+    result = run_metrics(skill, config=state.config())
+    emit(state, as_json, result, _show_metrics)
+
+
+def _show_metrics(r: dict[str, Any]) -> None:
+    if not r["skills"]:
+        click.echo("no stores yet")
+    for name, m in r["skills"].items():
+        click.echo(f"{name}: {m['runs']} runs, {m['learnings']} learnings, {m['issues']} issues")
+        per_run = m["learnings_surfaced_per_run"]
+        click.echo(f"  learnings surfaced per run: {per_run if per_run is not None else '-'}")
+        click.echo("  captures: " + (", ".join(f"{k} {v}" for k, v in sorted(m["captures"].items())) or "none"))
+        for week in m["repeat_correction_rate"]:
+            click.echo(f"  {week['week']}: {week['repeats']}/{week['captures']} captures repeated a correction")
+        survived = m["learnings_survived"]
+        click.echo(f"  learnings survived: {m['learnings']}/{m['learnings_created']}"
+                   + (f" ({survived:.0%})" if survived is not None else ""))
+    click.echo(f"note: {r['note']}")
+
+
+@main.command(name="list")
+@json_option
+@click.pass_obj
+def list_(state: State, as_json: bool) -> None:
+    """List the skills that have a store, with their entry counts."""
+    from .browse import list_stores
+    result = list_stores(config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        if not r["skills"]:
+            click.echo(f"no stores under {r['store_root']}")
+        for s in r["skills"]:
+            click.echo(f"{s['skill']:<24} {s['learnings']:>5} learnings {s['issues']:>5} issues  {s['path']}")
+    emit(state, as_json, result, human)
+
+
+@main.command()
+@click.argument("skill")
+@click.argument("entry_id", metavar="[ID]", required=False)
+@json_option
+@click.pass_obj
+def show(state: State, skill: str, entry_id: str | None, as_json: bool) -> None:
+    """Print SKILL's learnings and issues (or just entry ID) with their metadata."""
+    from .browse import show as run_show
+    result = run_show(skill, entry_id, config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        for item in r["issues"]:
+            click.echo(f"{item['id']} · {item['title']}\n  issue · scope: {item['scope']} · {item['file']}")
+            click.echo(_indent(item["rule"]))
+        for item in r["learnings"]:
+            click.echo(f"{item['id']} · {item['title']}\n  learning · scope: {item['scope']} · recurrence "
+                       f"{item['recurrence']} · weight {item['weight']:.2f} · last seen {item['last_seen']} · "
+                       f"{item['file']}")
+            click.echo(_indent(item["rule"]))
+        if not r["issues"] and not r["learnings"]:
+            click.echo(f"{r['skill']} has no entries yet")
+    emit(state, as_json, result, human)
+
+
+def _indent(text: str) -> str:
+    return "\n".join("    " + line for line in text.split("\n"))
+
+
+@main.command()
+@click.argument("skill")
+@json_option
+@click.pass_obj
+def path(state: State, skill: str, as_json: bool) -> None:
+    """Print the directory of SKILL's store (e.g. cd "$(git whetstone path great-tables)")."""
+    from .browse import path as run_path
+    result = run_path(skill, config=state.config())
+    emit(state, as_json, result, lambda r: click.echo(r["path"]))
+
+
+@main.command(context_settings={"ignore_unknown_options": True})
+@click.argument("skill")
+@click.argument("git_args", nargs=-1, type=click.UNPROCESSED, metavar="[GIT LOG ARGS]...")
+@click.option("-n", "--max-count", type=int, default=20, show_default=True, help="How many commits.")
+@json_option
+@click.pass_obj
+def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_json: bool) -> None:
+    """Show the history of SKILL's store (git log; extra arguments go to git log).
+
+    \b
+    Example:
+      git whetstone log great-tables -p
+    """
+    from .browse import history, path as run_path
+    if as_json or state.as_json:
+        emit(state, True, history(skill, max_count, config=state.config()), lambda r: None)
+        return
+    where = run_path(skill, config=state.config())["path"]
+    args = ["git", "-C", where, "log", f"-n{max_count}", *(git_args or ("--format=%h %ad %s", "--date=short"))]
+    raise SystemExit(subprocess.call(args))
+
+
+# --- entry points ---------------------------------------------------------------------------------
+
+def run(argv: list[str] | None = None, prog_name: str = "git whetstone") -> None:
+    """Run the CLI, turning every failure into one line on stderr and an exit code."""
+    try:
+        code = main.main(args=argv, prog_name=prog_name, standalone_mode=False)
+    except WhetstoneError as exc:
+        _fail(prog_name, exc.message, exc.exit_code)
+    except click.UsageError as exc:
+        if exc.ctx is not None and exc.ctx.parent is not None:
+            hint = f" (see '{prog_name} {exc.ctx.info_name} -h')"
+        else:
+            hint = f" (see '{prog_name} -h')"
+        _fail(prog_name, exc.format_message() + hint, 2)
+    except click.Abort:
+        _fail(prog_name, "aborted", 1)
+    except click.ClickException as exc:
+        _fail(prog_name, exc.format_message(), exc.exit_code)
+    except (BrokenPipeError, KeyboardInterrupt):
+        sys.exit(1)
+    except Exception as exc:  # a bug: say so in one line unless asked for the traceback
+        if os.environ.get("WHETSTONE_DEBUG") == "1":
+            raise
+        _fail(prog_name, f"internal error: {type(exc).__name__}: {exc} (WHETSTONE_DEBUG=1 shows a traceback)", 1)
+    sys.exit(code if isinstance(code, int) else 0)
+
+
+def _fail(prog_name: str, message: str, code: int) -> None:
+    click.echo(f"{prog_name}: {' '.join(str(message).split())}", err=True)
+    sys.exit(code)
+
+
+def run_whetstone() -> None:
+    """`whetstone`: the same commands under a shorter name."""
+    run(prog_name="whetstone")

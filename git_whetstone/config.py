@@ -1,0 +1,220 @@
+"""Configuration (SPEC §6): defaults, `config.toml`, then `WHETSTONE_<KEY>` environment overrides.
+
+Every value is checked here, so the rest of the library can trust a `Config`. A bad file or value
+is a `WhetstoneError` that names the key and where it came from.
+"""
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import WhetstoneError
+
+BACKENDS = ("hashing", "sentence-transformers")
+SUPERVISION_MODES = ("autonomous", "balanced", "supervised")
+
+# Similarity thresholds are properties of an embedding backend, never shared between backends.
+#   dedup     cosine at which two same-kind rules in nearby scopes are the same rule
+#   grey      lower edge of the ambiguous band below dedup (balanced mode asks there)
+#   conflict  cosine (negations ignored) above which a flipped negation, antonym or value conflicts
+#   scope     cosine between two scope phrases that makes them "the same or close" scopes
+#   learning_cutoff / issue_cutoff   scope match cutoffs for recall (issues lower)
+#   entry_cutoff  direct entry-to-intent cosine that admits an entry whatever its scope scored
+THRESHOLD_NAMES = ("dedup", "grey", "conflict", "scope", "learning_cutoff", "issue_cutoff", "entry_cutoff")
+DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
+    "hashing": {
+        "dedup": 0.66, "grey": 0.48, "conflict": 0.60, "scope": 0.45,
+        "learning_cutoff": 0.24, "issue_cutoff": 0.18, "entry_cutoff": 0.30,
+    },
+    "sentence-transformers": {
+        "dedup": 0.84, "grey": 0.72, "conflict": 0.78, "scope": 0.60,
+        "learning_cutoff": 0.35, "issue_cutoff": 0.28, "entry_cutoff": 0.45,
+    },
+}
+
+
+def _default_store_root() -> Path:
+    base = os.environ.get("XDG_DATA_HOME") or str(Path.home() / ".local" / "share")
+    return Path(base) / "whetstone"
+
+
+def config_path() -> Path:
+    """Where the config file is read from: $WHETSTONE_CONFIG, else the XDG config directory."""
+    explicit = os.environ.get("WHETSTONE_CONFIG")
+    if explicit:
+        return Path(explicit).expanduser()
+    base = os.environ.get("XDG_CONFIG_HOME") or str(Path.home() / ".config")
+    return Path(base) / "whetstone" / "config.toml"
+
+
+@dataclass(frozen=True)
+class Config:
+    store_root: Path = field(default_factory=_default_store_root)
+    embedding_backend: str = "hashing"
+    embedding_model: str = "all-MiniLM-L6-v2"
+    learnings_k: int = 12
+    issues_k: int = 8
+    learnings_half_life_days: float = 180.0
+    learnings_decay: bool = True
+    promotion_threshold: int = 4
+    retire_weight_threshold: float = 0.15
+    consult_global: bool = True
+    global_skill_count: int = 3
+    supervision: str = "balanced"
+    lock_timeout: float = 10.0
+    thresholds: dict[str, dict[str, float]] = field(
+        default_factory=lambda: {b: dict(t) for b, t in DEFAULT_THRESHOLDS.items()})
+
+    def threshold(self, name: str) -> float:
+        """The named similarity threshold for the configured embedding backend."""
+        return self.thresholds[self.embedding_backend][name]
+
+
+# --- parsing -------------------------------------------------------------------------------------
+
+def _as_int(low: int) -> Callable[[Any], int]:
+    def parse(value: Any) -> int:
+        if isinstance(value, bool):
+            raise ValueError(f"expected an integer ≥ {low}")
+        try:
+            number = int(value) if isinstance(value, (int, str)) else None
+        except ValueError:
+            number = None
+        if number is None or number < low:
+            raise ValueError(f"expected an integer ≥ {low}")
+        return number
+    return parse
+
+
+def _as_float(low: float, high: float | None = None, *, open_low: bool = False) -> Callable[[Any], float]:
+    def parse(value: Any) -> float:
+        if isinstance(value, bool):
+            raise ValueError("expected a number")
+        try:
+            number = float(value)
+        except (TypeError, ValueError):
+            raise ValueError("expected a number") from None
+        too_low = number <= low if open_low else number < low
+        if too_low or (high is not None and number > high) or number != number:
+            bound = f"> {low}" if open_low else f"≥ {low}"
+            raise ValueError(f"expected a number {bound}" + (f" and ≤ {high}" if high is not None else ""))
+        return number
+    return parse
+
+
+def _as_bool(value: Any) -> bool:
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, str) and value.strip().lower() in ("1", "true", "yes", "on"):
+        return True
+    if isinstance(value, str) and value.strip().lower() in ("0", "false", "no", "off"):
+        return False
+    raise ValueError("expected true or false")
+
+
+def _one_of(choices: tuple[str, ...]) -> Callable[[Any], str]:
+    def parse(value: Any) -> str:
+        if not isinstance(value, str) or value.strip().lower() not in choices:
+            raise ValueError("expected one of " + ", ".join(choices))
+        return value.strip().lower()
+    return parse
+
+
+def _as_text(value: Any) -> str:
+    if not isinstance(value, str) or not value.strip():
+        raise ValueError("expected a non-empty string")
+    return value.strip()
+
+
+def _as_path(value: Any) -> Path:
+    return Path(_as_text(value)).expanduser()
+
+
+PARSERS: dict[str, Callable[[Any], Any]] = {
+    "store_root": _as_path,
+    "embedding_backend": _one_of(BACKENDS),
+    "embedding_model": _as_text,
+    "learnings_k": _as_int(1),
+    "issues_k": _as_int(1),
+    "learnings_half_life_days": _as_float(0, open_low=True),
+    "learnings_decay": _as_bool,
+    "promotion_threshold": _as_int(2),
+    "retire_weight_threshold": _as_float(0, 1),
+    "consult_global": _as_bool,
+    "global_skill_count": _as_int(2),
+    "supervision": _one_of(SUPERVISION_MODES),
+    "lock_timeout": _as_float(0, open_low=True),
+}
+_unit = _as_float(-1, 1)
+
+
+def _env_name(*parts: str) -> str:
+    return "WHETSTONE_" + "_".join(p.upper().replace("-", "_") for p in parts)
+
+
+def _closest(name: str, known: list[str]) -> str:
+    import difflib
+    match = difflib.get_close_matches(name, known, n=1)
+    return f" (did you mean '{match[0]}'?)" if match else ""
+
+
+def _read_file(path: Path) -> dict[str, Any]:
+    try:
+        raw = path.read_bytes()
+    except FileNotFoundError:
+        return {}
+    except OSError as exc:
+        raise WhetstoneError(f"{path}: cannot read config: {exc.strerror}") from None
+    try:
+        return tomllib.loads(raw.decode("utf-8"))
+    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+        raise WhetstoneError(f"{path}: not a valid TOML file: {exc}") from None
+
+
+def load(store_root: str | os.PathLike[str] | None = None) -> Config:
+    """Build the effective configuration: defaults < config file < environment < `store_root`."""
+    path = config_path()
+    values: dict[str, Any] = {}
+    thresholds = {b: dict(t) for b, t in DEFAULT_THRESHOLDS.items()}
+
+    def put(key: str, value: Any, origin: str) -> None:
+        try:
+            values[key] = PARSERS[key](value)
+        except ValueError as exc:
+            raise WhetstoneError(f"{origin}: {key}: {exc}, got {value!r}") from None
+
+    def put_threshold(backend: str, name: str, value: Any, origin: str) -> None:
+        try:
+            thresholds[backend][name] = _unit(value)
+        except ValueError as exc:
+            raise WhetstoneError(f"{origin}: {backend}.{name}: {exc}, got {value!r}") from None
+
+    for key, value in _read_file(path).items():
+        if key in PARSERS:
+            put(key, value, str(path))
+        elif key in BACKENDS and isinstance(value, dict):
+            for name, number in value.items():
+                if name not in THRESHOLD_NAMES:
+                    raise WhetstoneError(
+                        f"{path}: unknown threshold '{key}.{name}'{_closest(name, list(THRESHOLD_NAMES))}")
+                put_threshold(key, name, number, str(path))
+        else:
+            known = list(PARSERS) + list(BACKENDS)
+            raise WhetstoneError(f"{path}: unknown key '{key}'{_closest(key, known)}")
+
+    for key in PARSERS:
+        env = os.environ.get(_env_name(key))
+        if env is not None and env != "":
+            put(key, env, _env_name(key))
+    for backend in BACKENDS:
+        for name in THRESHOLD_NAMES:
+            env = os.environ.get(_env_name(backend, name))
+            if env:
+                put_threshold(backend, name, env, _env_name(backend, name))
+
+    if store_root is not None and str(store_root) != "":
+        put("store_root", str(store_root), "--store-root")
+    return Config(**values, thresholds=thresholds)

@@ -1,0 +1,25 @@
+"""The one error type the library raises for anything a user can act on.
+
+The CLI turns it into a one-line message and an exit code; the MCP server turns it into a tool
+error with the same message. Anything else escaping the library is a bug.
+"""
+from __future__ import annotations
+
+BAD_INPUT = 2
+RUNTIME = 1
+
+
+class WhetstoneError(Exception):
+    """A one-line, user-facing failure. `exit_code` 2 means bad input, 1 a runtime failure."""
+
+    def __init__(self, message: str, *, exit_code: int = BAD_INPUT) -> None:
+        message = " ".join(str(message).split())  # always one line
+        super().__init__(message)
+        self.message = message
+        self.exit_code = exit_code
+
+
+def shown(value: object, limit: int = 40) -> str:
+    """repr() of a user-supplied value, cut so a 10 kB name cannot flood an error line."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 1] + "…"

@@ -1,0 +1,96 @@
+"""Is a new rule the same as a stored one, its opposite, or something else?
+
+Cosine similarity alone cannot tell "Right-align currency columns" from "Never right-align currency
+columns" (the embedders ignore negation words on purpose) nor "2 decimals" from "0 decimals". The
+judge looks at what the vectors leave out: a flipped negation, a swapped antonym or a changed
+number between two rules that otherwise say the same thing is a conflict, never a duplicate.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from .config import Config
+from .embed import NEGATIONS, normalize, stem, words
+
+_ANTONYMS = [
+    ("left", "right"), ("top", "bottom"), ("light", "dark"), ("ascend", "descend"),
+    ("ascending", "descending"), ("warm", "cool"), ("increase", "decrease"), ("more", "less"),
+    ("above", "below"), ("before", "after"), ("show", "hide"), ("include", "exclude"),
+    ("enable", "disable"), ("upper", "lower"), ("uppercase", "lowercase"), ("horizontal", "vertical"),
+    ("first", "last"), ("min", "max"), ("minimum", "maximum"), ("short", "long"), ("shorter", "longer"),
+    ("large", "small"), ("larger", "smaller"), ("big", "small"), ("wide", "narrow"), ("formal", "casual"),
+    ("formal", "informal"), ("active", "passive"), ("singular", "plural"), ("explicit", "implicit"),
+    ("serif", "sans"), ("bold", "regular"), ("opaque", "transparent"), ("round", "square"),
+    ("rounded", "square"), ("inside", "outside"), ("start", "end"), ("early", "late"), ("high", "low"),
+    ("higher", "lower"), ("add", "remove"),
+]
+_SIDE: dict[str, tuple[int, int]] = {}
+for _i, (_a, _b) in enumerate(_ANTONYMS):
+    _SIDE.setdefault(stem(_a), (_i, 0))
+    _SIDE.setdefault(stem(_b), (_i, 1))
+_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+_NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+
+
+@dataclass(frozen=True)
+class Verdict:
+    relation: str          # "duplicate" | "conflict" | "similar" | "distinct"
+    similarity: float
+    reason: str = ""
+
+
+def negated(text: str) -> bool:
+    """True when the rule says not to do something (never, don't, avoid, without, no …)."""
+    return any(t in NEGATIONS for t in words(text))
+
+
+def numbers(text: str) -> frozenset[str]:
+    found = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))}
+    found |= {_NUMBER_WORDS[t] for t in words(text) if t in _NUMBER_WORDS}
+    if {"no", "without", "none"} & set(words(text)) and not found:
+        found.add("0")  # "no decimals" is a value too
+    return frozenset(found)
+
+
+def antonym_sides(text: str) -> dict[int, set[int]]:
+    sides: dict[int, set[int]] = {}
+    for token in words(text):
+        for part in re.split(r"[-/]", token):
+            hit = _SIDE.get(stem(part))
+            if hit:
+                sides.setdefault(hit[0], set()).add(hit[1])
+    return sides
+
+
+def conflict_reason(a: str, b: str) -> str:
+    """Why `a` and `b` contradict each other, if they do by negation, antonym or value; '' if not."""
+    if negated(a) != negated(b):
+        return "one says to do it, the other says not to"
+    sides_a, sides_b = antonym_sides(a), antonym_sides(b)
+    for pair, side in sides_a.items():
+        other = sides_b.get(pair)
+        if other and side != other and len(side) == 1 and len(other) == 1:
+            x, y = _ANTONYMS[pair]
+            return f"'{x}' against '{y}'"
+    na, nb = numbers(a), numbers(b)
+    if na and nb and not (na & nb):
+        return f"different values ({', '.join(sorted(na))} against {', '.join(sorted(nb))})"
+    return ""
+
+
+def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool = True) -> Verdict:
+    """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors.
+    Duplicates must also share a scope (or a close one); conflicts need not."""
+    if similarity >= config.threshold("conflict"):
+        reason = conflict_reason(new, old)
+        if reason:
+            return Verdict("conflict", similarity, reason)
+    if not same_scope:
+        return Verdict("distinct", similarity)
+    if similarity >= config.threshold("dedup"):
+        return Verdict("duplicate", similarity)
+    if similarity >= config.threshold("grey"):
+        return Verdict("similar", similarity)
+    return Verdict("distinct", similarity)

@@ -1,0 +1,297 @@
+"""A skill's store (SPEC §3): one git repository of scope files under the store root.
+
+The store owns the files: skill names, the layout, id minting from `next_ids.json`, the
+cross-process write lock, atomic writes and one git commit per change. It knows nothing about
+embeddings or retrieval.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import re
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from . import blocks, gitbin
+from .config import Config
+from .errors import RUNTIME, WhetstoneError, shown
+
+GLOBAL = "__global__"
+KIND_FOLDER = {"learning": "learnings", "issue": "issues"}
+GITIGNORE = "index.sqlite*\nevents.jsonl\ncompact-report.md\n"
+_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+
+
+def skill_name(raw: object) -> str:
+    """The canonical skill name: case-folded, spaces to '-', then `[a-z0-9][a-z0-9._-]{0,63}`."""
+    if not isinstance(raw, str):
+        raise WhetstoneError(f"skill name must be a string, got {shown(raw)}")
+    name = "-".join(raw.strip().casefold().split(" "))
+    if name == GLOBAL:
+        return name
+    if (not _NAME.fullmatch(name) or name.endswith(".") or name.endswith(".lock")
+            or name.split(".")[0] in _RESERVED):
+        raise WhetstoneError(
+            f"invalid skill name {shown(raw)}: use 1-64 characters a-z 0-9 . _ - starting with a letter or digit")
+    return name
+
+
+def today() -> dt.date:
+    """Today's date; WHETSTONE_TODAY (YYYY-MM-DD) pins it for tests and benchmarks."""
+    pinned = os.environ.get("WHETSTONE_TODAY")
+    if pinned:
+        try:
+            return dt.date.fromisoformat(pinned)
+        except ValueError:
+            raise WhetstoneError(f"WHETSTONE_TODAY: expected YYYY-MM-DD, got {shown(pinned)}") from None
+    return dt.date.today()
+
+
+def scope_key(scope: str) -> str:
+    """Scopes compare case-insensitively with white space folded."""
+    return " ".join(scope.split()).casefold()
+
+
+def scope_filename(scope: str) -> str:
+    """`<slug>-<short hash>.md`: readable, and distinct for distinct scopes."""
+    key = scope_key(scope)
+    slug = re.sub(r"[^a-z0-9]+", "-", key.encode("ascii", "ignore").decode()).strip("-")[:48].strip("-")
+    digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
+    return f"{slug or 'scope'}-{digest}.md"
+
+
+@dataclass
+class Store:
+    """One skill's repository. Construct with `Store.open`; writes happen inside `with store.lock()`."""
+
+    config: Config
+    skill: str
+    path: Path
+    warnings: list[str] = field(default_factory=list)
+
+    @classmethod
+    def open(cls, config: Config, skill: object) -> "Store":
+        name = skill_name(skill)
+        root = Path(config.store_root).expanduser()
+        path = root / name
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(root.resolve()):
+                raise WhetstoneError(f"store {path} is a link to {target}, outside the store root; refusing it")
+        return cls(config, name, path)
+
+    # --- state ----------------------------------------------------------------------------------
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / ".git").exists()
+
+    def require(self) -> None:
+        if not self.exists:
+            raise WhetstoneError(f"no store for skill '{self.skill}' (create it with: git whetstone attach {self.skill})")
+
+    def head(self) -> str | None:
+        return gitbin.head(self.path)
+
+    def scope_files(self, kind: str) -> list[Path]:
+        folder = self.path / KIND_FOLDER[kind]
+        try:
+            return sorted(p for p in folder.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.path).as_posix()
+
+    # --- creation -------------------------------------------------------------------------------
+
+    def create(self) -> bool:
+        """Make the repository with its first commit; False when it already was a store."""
+        if self.exists:
+            return False
+        if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
+            raise WhetstoneError(f"{self.path} exists and is not a whetstone store; move it away first")
+        self.path.mkdir(parents=True, exist_ok=True)
+        try:
+            gitbin.run(self.path, "init", "-q", "--initial-branch=main")
+            (self.path / "learnings").mkdir(exist_ok=True)
+            (self.path / "issues").mkdir(exist_ok=True)
+            write_atomic(self.path / ".gitignore", GITIGNORE)
+            write_atomic(self.path / "next_ids.json", _ids_text({"learning": 1, "issue": 1}))
+            gitbin.commit(self.path, f"attach: create the store for {self.skill}", [".gitignore", "next_ids.json"])
+        except BaseException:
+            _remove_tree(self.path)
+            raise
+        return True
+
+    # --- locking --------------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self) -> Iterator[None]:
+        """Hold the store's cross-process write lock. flock dies with its process, so a killed
+        writer never leaves a stale lock; a live one makes others wait up to `lock_timeout`."""
+        self.require()
+        lock_path = self.path / ".git" / "whetstone.lock"
+        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            deadline = time.monotonic() + self.config.lock_timeout
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except OSError as exc:
+                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                        raise
+                    if time.monotonic() >= deadline:
+                        raise WhetstoneError(
+                            f"store busy: another whetstone process has held {self.skill} for "
+                            f"{self.config.lock_timeout:g}s; try again", exit_code=RUNTIME) from None
+                    time.sleep(0.01)
+            yield
+        finally:
+            os.close(fd)
+
+    # --- ids ------------------------------------------------------------------------------------
+
+    def mint(self, kind: str, present: set[str]) -> tuple[str, str]:
+        """The next id for `kind` and the new text of `next_ids.json`, for the caller to write in
+        the same commit. Never below an id that exists, so a hand-added block is not shadowed; a
+        corrupt file is rebuilt from the markdown and git history with a warning."""
+        counters = self._read_ids(present)
+        prefix = "L" if kind == "learning" else "I"
+        floor = max((int(i[1:]) for i in present if i[0] == prefix), default=0) + 1
+        number = max(counters[kind], floor)
+        counters[kind] = number + 1
+        return f"{prefix}{number}", _ids_text(counters)
+
+    def _read_ids(self, present: set[str]) -> dict[str, int]:
+        try:
+            data = json.loads((self.path / "next_ids.json").read_text(encoding="utf-8"))
+            if (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
+                                               and data[k] >= 1 for k in ("learning", "issue"))):
+                return {"learning": data["learning"], "issue": data["issue"]}
+        except (OSError, ValueError):
+            pass
+        recovered = self._recover_ids(present)
+        self.warnings.append(
+            f"next_ids.json was missing or corrupt; rebuilt it from the markdown and git history "
+            f"(next learning L{recovered['learning']}, next issue I{recovered['issue']})")
+        return recovered
+
+    def _recover_ids(self, present: set[str]) -> dict[str, int]:
+        highest = {"L": 0, "I": 0}
+        for bid in present:
+            highest[bid[0]] = max(highest[bid[0]], int(bid[1:]))
+        log = gitbin.run(self.path, "log", "--all", "--format=", "-p", "--unified=0", "--",
+                         "learnings", "issues", check=False).stdout
+        for match in re.finditer(r"^[-+]## ([LI])(\d+) \u00b7", log, re.M):
+            highest[match.group(1)] = max(highest[match.group(1)], int(match.group(2)))
+        committed = gitbin.run(self.path, "show", "HEAD:next_ids.json", check=False).stdout
+        try:
+            data = json.loads(committed)
+            for kind, prefix in (("learning", "L"), ("issue", "I")):
+                if isinstance(data.get(kind), int):
+                    highest[prefix] = max(highest[prefix], data[kind] - 1)
+        except (ValueError, AttributeError):
+            pass
+        return {"learning": highest["L"] + 1, "issue": highest["I"] + 1}
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def file_for_scope(self, kind: str, scope: str, known: dict[tuple[str, str], str]) -> Path:
+        """The file that holds `scope` for `kind`: where its blocks already live (`known` maps
+        (kind, scope key) to a file), else a new one named after the scope."""
+        rel = known.get((kind, scope_key(scope)))
+        if rel:
+            return self.path / rel
+        path = self.path / KIND_FOLDER[kind] / scope_filename(scope)
+        while path.exists():  # a hand-made file of another scope took the name
+            path = path.with_name(path.stem + "x.md")
+        return path
+
+    def write_and_commit(self, message: str, files: dict[Path, str | None]) -> None:
+        """Write (or delete, for None) each file atomically, then commit them all as one change.
+        If the commit fails (a hook said no), every file is put back as it was."""
+        before: dict[Path, bytes | None] = {}
+        for path in files:
+            try:
+                before[path] = path.read_bytes()
+            except FileNotFoundError:
+                before[path] = None
+        try:
+            for path, text in files.items():
+                if text is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    write_atomic(path, text)
+            gitbin.commit(self.path, message, [self.rel(p) for p in files])
+        except BaseException:
+            for path, data in before.items():
+                if data is None:
+                    path.unlink(missing_ok=True)
+                else:
+                    write_atomic(path, data)
+            raise
+
+
+def write_atomic(path: Path, data: str | bytes) -> None:
+    """Write through a temporary file and rename, so readers never see half a file (mode 0644)."""
+    raw = data.encode("utf-8") if isinstance(data, str) else data
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
+        handle.write(raw)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o644)
+    os.replace(tmp, path)
+
+
+def _ids_text(counters: dict[str, int]) -> str:
+    return json.dumps({"learning": counters["learning"], "issue": counters["issue"]}) + "\n"
+
+
+def _remove_tree(path: Path) -> None:
+    import shutil
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def list_skills(config: Config) -> list[str]:
+    """Names of the stores under the store root, sorted."""
+    root = Path(config.store_root).expanduser()
+    try:
+        return sorted(p.name for p in root.iterdir() if (p / ".git").exists()
+                      and (p.name == GLOBAL or _NAME.fullmatch(p.name)))
+    except FileNotFoundError:
+        return []
+
+
+def attach(skill: str, path: str | None = None, *, config: Config | None = None) -> dict:
+    """Create `skill`'s store (first commit, .gitignore, next_ids.json) unless it exists.
+    `path`, if given, is the skill's own directory, recorded in the store's git config."""
+    from .config import load
+
+    config = config or load()
+    store = Store.open(config, skill)
+    skill_path = None
+    if path not in (None, ""):
+        if not isinstance(path, str):
+            raise WhetstoneError(f"path must be a directory path, got {shown(path)}")
+        resolved = Path(path).expanduser().resolve()
+        if not resolved.is_dir():
+            raise WhetstoneError(f"path {shown(path)} is not a directory (give the skill's own directory)")
+        skill_path = str(resolved)
+    created = store.create()
+    if skill_path:
+        gitbin.run(store.path, "config", "whetstone.skillPath", skill_path)
+    return {"skill": store.skill, "path": str(store.path), "created": created,
+            "status": "attached" if created else "already_attached",
+            **({"skill_path": skill_path} if skill_path else {})}

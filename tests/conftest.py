@@ -1,0 +1,38 @@
+"""Every test runs against a throwaway store root, config dir and HOME; nothing touches the user's."""
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+GIT_IDENTITY = {
+    "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
+    "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
+}
+
+
+@pytest.fixture(autouse=True)
+def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A private store root, config directory and HOME, and a git identity for test commits."""
+    home = tmp_path / "home"
+    home.mkdir()
+    root = tmp_path / "stores"
+    for key in [k for k in os.environ if k.startswith("WHETSTONE_")]:
+        monkeypatch.delenv(key)
+    monkeypatch.setenv("HOME", str(home))
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(home / ".config"))
+    monkeypatch.setenv("XDG_DATA_HOME", str(home / ".local" / "share"))
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("WHETSTONE_STORE_ROOT", str(root))
+    for key, value in GIT_IDENTITY.items():
+        monkeypatch.setenv(key, value)
+    from git_whetstone import gitbin, index
+    index._CACHE.clear()
+    gitbin._identity_fallback.cache_clear()
+    return root
+
+
+@pytest.fixture
+def store_root(isolated: Path) -> Path:
+    return isolated
