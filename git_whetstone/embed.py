@@ -55,9 +55,14 @@ def _fold_accent(ch: str) -> str:
     return base if base.isascii() and base.isalpha() else ch
 
 
+NUMBER_WORDS = {w: str(i) for i, w in enumerate(
+    "zero one two three four five six seven eight nine ten eleven twelve".split())}
+
+
 def words(text: str) -> list[str]:
-    """Word and symbol tokens of `text` (punctuation from ASCII dropped)."""
-    return [t for t in _TOKEN.findall(normalize(text)) if not (len(t) == 1 and t.isascii() and not t.isalnum())]
+    """Word and symbol tokens of `text` (ASCII punctuation dropped, small number words as digits)."""
+    return [NUMBER_WORDS.get(t, t) for t in _TOKEN.findall(normalize(text))
+            if not (len(t) == 1 and t.isascii() and not t.isalnum())]
 
 
 def stem(word: str) -> str:

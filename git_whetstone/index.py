@@ -14,8 +14,7 @@ import hashlib
 import json
 import os
 import sqlite3
-from dataclasses import dataclass, field
-from pathlib import Path
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -122,7 +121,10 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
         _discard(store)
         _CACHE.pop(key, None)
         snap = _refresh(store, embedder, stamps, None)
-        snap.warnings.insert(0, f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown")
+        _CACHE[key] = snap
+        # said once, by the call that rebuilt it; the cached snapshot stays clean
+        return replace(snap, warnings=[f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown",
+                                       *snap.warnings])
     _CACHE[key] = snap
     return snap
 

@@ -29,8 +29,6 @@ _SIDE: dict[str, tuple[int, int]] = {}
 for _i, (_a, _b) in enumerate(_ANTONYMS):
     _SIDE.setdefault(stem(_a), (_i, 0))
     _SIDE.setdefault(stem(_b), (_i, 1))
-_NUMBER_WORDS = {w: str(i) for i, w in enumerate(
-    "zero one two three four five six seven eight nine ten eleven twelve".split())}
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 
 
@@ -48,7 +46,7 @@ def negated(text: str) -> bool:
 
 def numbers(text: str) -> frozenset[str]:
     found = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))}
-    found |= {_NUMBER_WORDS[t] for t in words(text) if t in _NUMBER_WORDS}
+    found |= {t for t in words(text) if t.isdigit()}
     if {"no", "without", "none"} & set(words(text)) and not found:
         found.add("0")  # "no decimals" is a value too
     return frozenset(found)

@@ -240,6 +240,8 @@ class Store:
                     path.unlink(missing_ok=True)
                 else:
                     write_atomic(path, data)
+            # unstage what `git add` staged, so git's index matches HEAD again
+            gitbin.run(self.path, "reset", "-q", "--", *[self.rel(p) for p in files], check=False)
             raise
 
 

@@ -1,0 +1,105 @@
+#!/usr/bin/env python3
+"""Set up and run whetstone from a source checkout with nothing but Python 3.11+ and git.
+
+    python3 dev.py demo     make .venv, install whetstone, run a real round trip on a throwaway store
+    python3 dev.py test     make .venv, install whetstone with its dev extras, run the whole test suite
+    python3 dev.py bench    make .venv, install whetstone, run the benchmark (extra args go to bench/run.py)
+
+Each command creates (or reuses) `.venv` beside this file and installs what it needs from PyPI;
+reinstalling happens only when pyproject.toml changed.
+"""
+from __future__ import annotations
+
+import hashlib
+import os
+import subprocess
+import sys
+import tempfile
+import venv
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+VENV = HERE / ".venv"
+BIN = VENV / "bin"
+
+
+def say(text: str) -> None:
+    print(f"\033[1m==> {text}\033[0m" if sys.stdout.isatty() else f"==> {text}", flush=True)
+
+
+def ensure_venv(extras: str) -> None:
+    """Create .venv and install the project (editable) with `extras`, unless already done."""
+    if sys.version_info < (3, 11):
+        sys.exit("whetstone needs Python 3.11 or newer")
+    if not (BIN / "python").exists():
+        say(f"creating {VENV}")
+        venv.EnvBuilder(with_pip=True).create(VENV)
+    stamp = VENV / ".whetstone-installed"
+    want = hashlib.sha256((HERE / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
+    if stamp.exists() and stamp.read_text() == want:
+        return
+    say(f"installing whetstone{extras} into {VENV}")
+    pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
+    subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    subprocess.run([*pip, "-e", f"{HERE}{extras}"], check=True)
+    stamp.write_text(want)
+
+
+def demo() -> int:
+    """attach → capture → recall → git log on a store root that is thrown away afterwards."""
+    ensure_venv("")
+    with tempfile.TemporaryDirectory(prefix="whetstone-demo-") as root:
+        env = dict(os.environ, WHETSTONE_STORE_ROOT=root, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        steps = [
+            ["git", "whetstone", "attach", "great-tables"],
+            ["git", "whetstone", "capture", "great-tables",
+             "Format the price (msrp) column as US dollars with no decimal places.",
+             "--scope", "currency formatting", "--provenance", "make the revenue column US dollars"],
+            ["git", "whetstone", "capture", "great-tables", "Heat-map msrp with a warm YlOrBr palette, not green.",
+             "--scope", "color encoding", "--provenance", "use a warm palette, not green"],
+            ["git", "whetstone", "capture", "great-tables", "Never round the corners of a table.",
+             "--scope", "corner radius", "--issue", "--provenance", "square corners, always"],
+            ["git", "whetstone", "capture", "great-tables",
+             "Show the price column in US dollars, no decimal places.",
+             "--scope", "currency formatting", "--provenance", "dollars again, no cents"],
+            ["git", "whetstone", "recall", "great-tables",
+             "styling a gtcars table: currency formatting, color encoding, corner radius, row banding"],
+            ["git", "whetstone", "log", "great-tables"],
+        ]
+        for step in steps:
+            say(" ".join(f'"{a}"' if " " in a else a for a in step))
+            if subprocess.run(step, env=env).returncode != 0:
+                return 1
+        store = Path(root) / "great-tables"
+        say(f"the store on disk ({store}):")
+        for path in sorted(store.glob("*/*.md")):
+            print(f"--- {path.relative_to(store)}")
+            print(path.read_text(encoding="utf-8"), end="")
+    return 0
+
+
+def test(args: list[str]) -> int:
+    ensure_venv("[dev]")
+    say("running the test suite")
+    return subprocess.run([str(BIN / "python"), "-m", "pytest", *args], cwd=HERE).returncode
+
+
+def bench(args: list[str]) -> int:
+    ensure_venv("")
+    return subprocess.run([str(BIN / "python"), str(HERE / "bench" / "run.py"), *args], cwd=HERE).returncode
+
+
+def main() -> int:
+    command, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
+    if command == "demo":
+        return demo()
+    if command == "test":
+        return test(rest)
+    if command == "bench":
+        return bench(rest)
+    print(__doc__.strip())
+    return 0 if command in ("-h", "--help") else 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

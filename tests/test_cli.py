@@ -1,0 +1,211 @@
+"""The `git whetstone` command line, run as real processes against real git."""
+from __future__ import annotations
+
+import json
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+from git_whetstone.retrieve import recall
+from tests.helpers import git, run_cli, tree_state
+
+SKILL = "great-tables"
+
+
+def ok(*args: str, **kwargs):
+    proc = run_cli(*args, **kwargs)
+    assert proc.returncode == 0, proc.stderr
+    return proc
+
+
+def test_round_trip_through_the_cli(store_root: Path) -> None:
+    env = {"WHETSTONE_TODAY": "2026-07-24"}
+    assert "created" in ok("attach", SKILL, env=env).stdout
+    out = ok("capture", SKILL, "Format the price (msrp) column as US dollars with no decimal places.",
+             "--scope", "currency formatting", "--provenance", "make the revenue column US dollars", env=env)
+    assert out.stdout.startswith("committed: ")
+    ok("capture", SKILL, "Never round the corners of a table.", "--scope", "corner radius", "--issue",
+       "--provenance", "square corners", env=env)
+    again = json.loads(ok("capture", SKILL, "Show the price column in US dollars, no decimal places.",
+                          "--scope", "currency formatting", "--provenance", "no cents", "--json", env=env).stdout)
+    assert again["status"] == "reinforced" and again["entry_id"] == "L1" and again["recurrence"] == 2
+
+    result = json.loads(ok("--json", "recall", SKILL, "styling a gtcars table: currency formatting, corners").stdout)
+    assert [i["id"] for i in result["learnings"]] == ["L1"] and [i["id"] for i in result["issues"]] == ["I1"]
+
+    store = store_root / SKILL
+    learning = next((store / "learnings").glob("currency-formatting-*.md")).read_text()
+    assert learning == (
+        "## L1 · Format the price (msrp) column as US dollars with no decimal places\n"
+        "- recurrence: 2\n- first_seen: 2026-07-24\n- last_seen: 2026-07-24\n- scope: currency formatting\n"
+        "- provenance: \"2026-07-24 — 'make the revenue column US dollars'\"\n"
+        "- provenance: \"2026-07-24 — 'no cents'\"\n\n"
+        "Format the price (msrp) column as US dollars with no decimal places.\n")
+    issue = next((store / "issues").glob("corner-radius-*.md")).read_text()
+    assert issue == ("## I1 · Never round the corners of a table\n- scope: corner radius\n"
+                     "- provenance: \"2026-07-24 — 'square corners'\"\n\nNever round the corners of a table.\n")
+    log = git(store, "log", "--format=%s").stdout.splitlines()
+    assert log == ["capture: reinforce L1 (currency formatting), recurrence 2", "capture: add I1 (corner radius)",
+                   "capture: add L1 (currency formatting)", "attach: create the store for great-tables"]
+    git(store, "fsck", "--strict")
+    assert git(store, "status", "--porcelain").stdout == ""  # index and events are git-ignored
+    shown = ok("log", SKILL).stdout
+    assert "capture: add I1 (corner radius)" in shown
+
+
+def test_json_output_is_the_library_result(store_root: Path) -> None:
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    from_cli = json.loads(ok("recall", SKILL, "color encoding of a heat map", "--json").stdout)
+    from_lib = recall(SKILL, "color encoding of a heat map")
+    from_cli.pop("run_id"), from_lib.pop("run_id")
+    assert from_cli == from_lib
+
+
+def test_human_output_and_browsing_commands(store_root: Path) -> None:
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    ok("capture", SKILL, "Never round table corners", "--scope", "corners", "--issue")
+    text = ok("recall", SKILL, "color encoding and corners").stdout
+    assert "I1  MUST" in text and "L1  0.50" in text
+    listed = ok("list").stdout
+    assert SKILL in listed and "1 learnings" in listed
+    shown = json.loads(ok("show", SKILL, "--json").stdout)
+    assert shown["learnings"][0]["id"] == "L1" and shown["issues"][0]["id"] == "I1"
+    assert "L1 · Use a warm palette for heat maps" in ok("show", SKILL, "L1").stdout
+    assert ok("path", SKILL).stdout.strip() == str(store_root / SKILL)
+    history = json.loads(ok("log", SKILL, "--json").stdout)
+    assert history["commits"][0]["subject"] == "capture: add I1 (corners)"
+    metrics = json.loads(ok("metrics", SKILL, "--json").stdout)
+    assert metrics["skills"][SKILL]["captures"] == {"committed": 2} and metrics["skills"][SKILL]["runs"] == 1
+    assert metrics["skills"][SKILL]["capture_rate"] is None
+    assert f"{SKILL}: 1 runs" in ok("metrics").stdout
+
+
+def test_revise_through_the_cli(store_root: Path) -> None:
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    asked = json.loads(ok("revise", SKILL, "L1", "remove", "--json").stdout)
+    assert asked["status"] == "needs_confirmation"
+    done = ok("revise", SKILL, "L1", "remove", "--confirm")
+    assert done.stdout.startswith("committed: ")
+    assert json.loads(ok("show", SKILL, "--json").stdout)["learnings"] == []
+
+
+def test_conflict_exits_zero_and_writes_nothing(store_root: Path) -> None:
+    ok("capture", SKILL, "Right-align currency columns", "--scope", "currency formatting")
+    before = tree_state(store_root / SKILL)
+    proc = ok("capture", SKILL, "Never right-align currency columns", "--scope", "currency formatting")
+    assert proc.stdout.startswith("conflict: ") and "L1" in proc.stdout
+    assert tree_state(store_root / SKILL) == before
+
+
+def one_line_error(proc, code: int = 2) -> str:
+    assert proc.returncode == code, (proc.returncode, proc.stdout, proc.stderr)
+    lines = proc.stderr.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("git whetstone: "), proc.stderr
+    assert "Traceback" not in proc.stderr
+    return lines[0]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["capture", "../x", "body", "--scope", "s"], "invalid skill name '../x'"),
+    (["capture", "a/b", "body", "--scope", "s"], "invalid skill name 'a/b'"),
+    (["capture", "", "body", "--scope", "s"], "invalid skill name ''"),
+    (["capture", "x" * 200, "body", "--scope", "s"], "invalid skill name"),
+    (["recall", "../x", "intent"], "invalid skill name"),
+    (["capture", SKILL, "", "--scope", "s"], "body is empty"),
+    (["capture", SKILL, "body"], "Missing option '--scope'"),
+    (["revise", SKILL, "L99", "reinforce"], "unknown entry id L99"),
+    (["revise", SKILL, "L1", "explode"], "'explode' is not one of"),
+    (["revise", SKILL, "L1", "reinforce", "--confirm", "perhaps"], "confirm must be"),
+    (["recall", SKILL, ""], "intent is empty"),
+    (["recall", SKILL, "x", "-k", "0"], "learnings_k must be"),
+    (["show", SKILL, "L77"], "unknown entry id"),
+    (["path", "nope"], "no store for skill 'nope'"),
+    (["frobnicate"], "No such command 'frobnicate'"),
+])
+def test_bad_input_is_one_line_exit_2_and_changes_nothing(store_root: Path, args: list[str], message: str) -> None:
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    before = tree_state(store_root / SKILL)
+    line = one_line_error(run_cli(*args))
+    assert message in line
+    assert tree_state(store_root / SKILL) == before
+    assert sorted(p.name for p in store_root.iterdir()) == [SKILL]
+
+
+def test_config_that_is_not_toml_is_a_clear_error(store_root: Path, tmp_path: Path) -> None:
+    conf = Path(os.environ["XDG_CONFIG_HOME"]) / "whetstone" / "config.toml"
+    conf.parent.mkdir(parents=True)
+    conf.write_text("learnings_k = [unclosed\n")
+    line = one_line_error(run_cli("recall", SKILL, "x"))
+    assert "config.toml" in line and "TOML" in line
+    conf.write_text('learnings_k = "many"\n')
+    assert "learnings_k" in one_line_error(run_cli("recall", SKILL, "x"))
+    conf.unlink()
+    line = one_line_error(run_cli("recall", SKILL, "x", env={"WHETSTONE_SUPERVISION": "chaotic"}))
+    assert "WHETSTONE_SUPERVISION" in line
+
+
+def test_store_root_option_wins(store_root: Path, tmp_path: Path) -> None:
+    other = tmp_path / "elsewhere"
+    ok("--store-root", str(other), "attach", SKILL)
+    assert (other / SKILL / ".git").is_dir() and not (store_root / SKILL).exists()
+
+
+def test_corrupt_next_ids_is_recovered_with_a_warning(store_root: Path) -> None:
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    ok("capture", SKILL, "Bold the header row", "--scope", "headers")
+    ok("revise", SKILL, "L2", "remove", "--confirm")  # the highest id is gone from the markdown
+    (store_root / SKILL / "next_ids.json").write_text("{not json")
+    proc = ok("capture", SKILL, "Band alternate rows", "--scope", "banding", "--json")
+    assert json.loads(proc.stdout)["entry_id"] == "L3"
+    assert "next_ids.json was missing or corrupt" in proc.stderr or "next_ids.json" in proc.stdout
+    assert json.loads((store_root / SKILL / "next_ids.json").read_text()) == {"learning": 4, "issue": 1}
+
+
+def test_a_rejecting_hook_is_a_one_line_runtime_error_and_nothing_changes(store_root: Path) -> None:
+    ok("attach", SKILL)
+    store = store_root / SKILL
+    hook = store / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'policy says no' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    before = tree_state(store)
+    line = one_line_error(run_cli("capture", SKILL, "Use a warm palette", "--scope", "color"), code=1)
+    assert "policy says no" in line
+    assert tree_state(store) == before
+    assert git(store, "status", "--porcelain").stdout == ""
+
+
+def test_cli_start_imports_no_heavy_library(store_root: Path) -> None:
+    for args in (["--help"], ["capture", "-h"], ["list"]):
+        proc = run_cli(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
+        assert proc.returncode == 0, proc.stderr
+        imported = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
+                    if line.startswith("import time:")}
+        assert imported, "importtime printed nothing"
+        assert not imported & {"mcp", "torch", "sentence_transformers", "mcp_entry"}, args
+    help_only = run_cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"}).stderr
+    assert "numpy" not in {line.split("|")[-1].strip().split(".")[0] for line in help_only.splitlines()}
+
+
+def test_python_dash_x_importtime_help(store_root: Path) -> None:
+    import subprocess
+    proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "git_whetstone", "--help"],
+                          capture_output=True, text=True)
+    assert proc.returncode == 0 and "Usage:" in proc.stdout
+    modules = {line.split("|")[-1].strip() for line in proc.stderr.splitlines()}
+    assert not any(m.split(".")[0] in ("mcp", "torch", "sentence_transformers") for m in modules)
+
+
+def test_git_dispatches_to_git_whetstone(store_root: Path) -> None:
+    import shutil
+    import subprocess
+    scripts = Path(sys.executable).parent
+    if not (scripts / "git-whetstone").exists():
+        pytest.skip("git-whetstone is not installed beside this python")
+    env = dict(os.environ, PATH=f"{scripts}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["git", "whetstone", "-h"], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and "recall" in proc.stdout
+    assert shutil.which("git")
+    proc = subprocess.run(["git", "whetstone", "attach", SKILL], capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and (store_root / SKILL / ".git").exists()
