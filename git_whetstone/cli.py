@@ -110,7 +110,8 @@ def recall(state: State, skill: str, intent: str, learnings_k: int | None, as_js
 
 def _show_recall(r: dict[str, Any]) -> None:
     note = " (fallback: nothing matched closely)" if r["fallback"] else ""
-    click.echo(f"{r['skill']}: {len(r['issues'])} issues, {len(r['learnings'])} learnings{note}  [run {r['run_id']}]")
+    click.echo(f"{r['skill']}: {_count(len(r['issues']), 'issue')}, {_count(len(r['learnings']), 'learning')}"
+               f"{note}  [run {r['run_id']}]")
     for item in r["issues"]:
         click.echo(f"  {item['id']:>5}  MUST   [{item['scope']}] {_one_line(item['rule'])}")
     for item in r["learnings"]:
@@ -120,6 +121,10 @@ def _show_recall(r: dict[str, Any]) -> None:
     left = r["omitted"]
     if left["learnings"] or left["issues"]:
         click.echo(f"  omitted: {left['learnings']} learnings, {left['issues']} issues (raise -k to see more)")
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" + ("" if n == 1 else "s")
 
 
 def _one_line(text: str) -> str:
@@ -299,6 +304,21 @@ def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_
     raise SystemExit(subprocess.call(args))
 
 
+@main.command()
+@click.pass_obj
+def mcp(state: State) -> None:
+    """Serve the MCP tools over stdio (what an agent host runs; see 'whetstone-mcp').
+
+    \b
+    Example:
+      claude mcp add whetstone -- git whetstone mcp
+    """
+    if state.store_root:  # the server's tools load the config per call, so pass the choice on
+        os.environ["WHETSTONE_STORE_ROOT"] = state.store_root
+    from mcp_entry.server import main as serve
+    serve()
+
+
 # --- entry points ---------------------------------------------------------------------------------
 
 def run(argv: list[str] | None = None, prog_name: str = "git whetstone") -> None:
@@ -307,6 +327,9 @@ def run(argv: list[str] | None = None, prog_name: str = "git whetstone") -> None
         code = main.main(args=argv, prog_name=prog_name, standalone_mode=False)
     except WhetstoneError as exc:
         _fail(prog_name, exc.message, exc.exit_code)
+    except click.exceptions.NoArgsIsHelpError as exc:  # bare `git whetstone`: the help, not an error
+        click.echo(exc.ctx.get_help() if exc.ctx else main.get_help(click.Context(main)))
+        sys.exit(0)
     except click.UsageError as exc:
         if exc.ctx is not None and exc.ctx.parent is not None:
             hint = f" (see '{prog_name} {exc.ctx.info_name} -h')"
@@ -332,5 +355,9 @@ def _fail(prog_name: str, message: str, code: int) -> None:
 
 
 def run_whetstone() -> None:
-    """`whetstone`: the same commands under a shorter name."""
-    run(prog_name="whetstone")
+    """`whetstone`: the same commands under a shorter name. With no arguments it serves MCP when
+    stdin is not a terminal (an agent host started it) and prints the help on a terminal."""
+    argv = None
+    if len(sys.argv) <= 1:
+        argv = ["mcp"] if sys.stdin is not None and not sys.stdin.isatty() else ["-h"]
+    run(argv, prog_name="whetstone")

@@ -31,8 +31,9 @@ def run(repo: Path, *args: str, check: bool = True, input: str | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `git -C repo args…`; a failure with `check` becomes a WhetstoneError with git's words."""
     try:
-        proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True,
-                              text=True, env=_env(env), check=False)
+        # git and its hooks never read our stdin: in the MCP server that is the protocol pipe
+        proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, text=True,
+                              env=_env(env), check=False, stdin=None if input is not None else subprocess.DEVNULL)
     except FileNotFoundError:
         raise WhetstoneError("git is not installed or not on PATH", exit_code=RUNTIME) from None
     if check and proc.returncode != 0:

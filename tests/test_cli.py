@@ -209,3 +209,9 @@ def test_git_dispatches_to_git_whetstone(store_root: Path) -> None:
     assert shutil.which("git")
     proc = subprocess.run(["git", "whetstone", "attach", SKILL], capture_output=True, text=True, env=env)
     assert proc.returncode == 0 and (store_root / SKILL / ".git").exists()
+
+
+def test_bare_command_prints_help(store_root: Path) -> None:
+    proc = run_cli()
+    assert proc.returncode == 0 and "Usage:" in proc.stdout and "capture" in proc.stdout
+    assert run_cli("-h").stdout == proc.stdout
