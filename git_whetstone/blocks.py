@@ -12,7 +12,9 @@ A scope file is a run of blocks:
     Body paragraph(s).
 
 `parse` is the fast line reader used on every read; `validate` adds a second opinion from mistune
-(what a markdown renderer would actually see) for the hook and `git whetstone validate`. Each block
+(what a markdown renderer would actually see) for the hook and `git whetstone validate`. The line
+reader refuses every body markdown would read as more than a body (a heading, a list that joins the
+metadata, a fence left open), so the two agree; tests/test_blocks.py holds them to it. Each block
 keeps its exact source text, so unchanged blocks are written back byte for byte.
 """
 from __future__ import annotations
@@ -39,6 +41,29 @@ _FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
 _ATX = re.compile(r"^ {0,3}#{1,6}(\s|$)")
+# A line of '=' or '-' right under paragraph text turns that text into a (setext) heading.
+_SETEXT = re.compile(r"^ {0,3}[=-]+[ \t]*$")  # mistune also takes a mix such as "=-="
+# Lines that open a list item or a quote, or are indented code: a '---' under them is no underline.
+_CONTAINER = re.compile(r"^ {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?=[ \t]|$)|>)")
+_INDENTED = re.compile(r"^(?: {4}|\t)")
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:")
+# Raw HTML that runs until a closing marker, however many lines and blocks that takes.
+_RAW_HTML = (
+    (re.compile(r"^ {0,3}<(script|pre|style|textarea)(\s|>|$)", re.I), None),  # to its own end tag
+    (re.compile(r"^ {0,3}<!--"), "-->"),
+    (re.compile(r"^ {0,3}<\?"), "?>"),
+    (re.compile(r"^ {0,3}<!\[CDATA\["), "]]>"),
+    (re.compile(r"^ {0,3}<![A-Za-z]"), ">"),
+)
+_FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")  # a backtick fence's info string has no '`'
+# What markdown would take as more of the metadata list: a '-' item, or text indented enough to
+# continue the last metadata item.
+_LIST_CONTINUATION = re.compile(r"^(?: {0,3}-(?:[ \t]|$)| {2,}\S|[ ]*\t)")
+# A '.' after these is an abbreviation, not the end of a sentence ("U.S. dollars", "e.g. Arial").
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:(?:[A-Za-z]\.)+[A-Za-z]|vs|cf|approx|incl|resp|Mr|Mrs|Ms|Dr|St)$")
+# . ! or ? then a space and the next sentence's first character (or the end); or a CJK full stop.
+_SENTENCE_END = re.compile(r"[.!?](?=\s+(\S)|$)|[\u3002\uff01\uff1f]")
+_OPENERS = "\"'([\u201c\u2018\u00ab\u00bf\u00a1"  # quotes, brackets, ¿ ¡ may open a sentence
 
 
 @dataclass(frozen=True)
@@ -130,19 +155,30 @@ def decode_value(raw: str) -> str:
 
 
 def derive_title(body: str, limit: int = TITLE_LIMIT) -> str:
-    """The first sentence of the body, cut at a word boundary to at most `limit` characters."""
-    first = " ".join(body.strip().split("\n\n", 1)[0].split())
-    # A sentence ends at . ! or ? followed by a space and a capital (so "U.S. dollars" stays whole).
-    match = re.search(r"[.!?](?=\s+[A-Z\"'(\[]|$)", first)
-    sentence = first[: match.start() + 1] if match else first
-    sentence = sentence.rstrip(".").strip() or first
+    """The first sentence of the body, cut at a word boundary to at most `limit` characters
+    (the closing '…' included)."""
+    first = " ".join(re.split(r"\n[ \t]*\n", body.strip(), maxsplit=1)[0].split())
+    # A sentence ends at . ! or ? followed by a space and a capital (in any script), or at a CJK full
+    # stop; a '.' that closes an abbreviation ("U.S. Dollars", "e.g. Arial") does not end it.
+    sentence = first
+    for match in _SENTENCE_END.finditer(first):
+        after = match.group(1)
+        if after and not (after.isupper() or after in _OPENERS):
+            continue
+        if match.group() == "." and _ABBREVIATION.search(first[: match.start()]):
+            continue
+        sentence = first[: match.end()]
+        break
+    sentence = sentence.rstrip(".\u3002").strip() or first
     if len(sentence) <= limit:
         return sentence
-    cut = sentence[: limit]
+    room = limit - 1  # one character for the ellipsis
+    cut = sentence[: room + 1]
     space = cut.rfind(" ")
-    if space >= limit // 3:
-        cut = cut[:space]
-    return cut.rstrip(" ,;:-—–(") + "…"
+    # Cut at the last space that fits; only one very long token (a URL, text without spaces such
+    # as CJK) is cut inside.
+    cut = cut[:space] if space >= room // 3 else sentence[:room]
+    return (cut.rstrip(" ,;:-—–(") or sentence[:room]) + "…"
 
 
 # --- reading --------------------------------------------------------------------------------------
@@ -175,6 +211,9 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
             err(number, "unresolved merge conflict marker")
     heads = [i for i, (_, line) in enumerate(lines) if line.startswith("## ") or line == "##"]
     for i, (_, line) in enumerate(lines[: heads[0] if heads else len(lines)]):
+        if i == 0 and line.startswith("\ufeff"):
+            err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
+            break
         if line.strip():
             err(i + 1, "text before the first block (a block starts with '## L<n> · title')")
             break
@@ -230,6 +269,8 @@ def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err
         i += 1
     if i < len(texts) and texts[i].strip():
         line = first + i
+        if _CONFLICT_MARKER.match(texts[i]):
+            return None  # a merge conflict in the metadata: the marker itself is the error reported
         if texts[i].startswith("-") or texts[i].startswith("*"):
             err(line, "malformed field: expected '- key: value'")
         elif not fields:
@@ -243,14 +284,69 @@ def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err
     body_lines = texts[i:]
     while body_lines and not body_lines[-1].strip():
         body_lines.pop()
-    for j, line in enumerate(body_lines):
-        if _ATX.match(line):
-            err(body_start + j, "a heading inside a body (start a new block with '## L<n> · title')")
+    if body_lines and fields and _LIST_CONTINUATION.match(body_lines[0]):
+        err(body_start, "the body starts like more metadata (a '-' item or indented text), so markdown "
+                        "would fold it into the metadata list; start it with plain text")
+    _check_body(body_lines, body_start, err)
     if not body_lines:
         err(first, f"{bid} has an empty body")
+    elif all(_LINK_DEFINITION.match(line) or not line.strip() for line in body_lines):
+        err(body_start, f"{bid} has an empty body (link definitions alone show nothing)")
 
     _check_fields(prefix, bid, fields, first, err)
     return bid, title, tuple(fields), "\n".join(body_lines)
+
+
+def _check_body(lines: list[str], start: int, err) -> None:
+    """Find what would make markdown read a body as more than a body: a heading (ATX, or text
+    underlined with '=' or '-'), or a code fence or raw HTML left open, which would swallow every
+    block after it. Nothing inside a closed fence or HTML region counts."""
+    paragraph = container = False  # in a paragraph ('---' under it is an underline), or a list/quote
+    region: tuple[str, str, int] | None = None  # an open fence or raw HTML: (what, its closer, line)
+    for j, line in enumerate(lines):
+        if region:
+            if _closes(region[1], line):
+                region = None
+            continue
+        if _ATX.match(line):
+            err(start + j, "a heading inside a body (start a new block with '## L<n> · title')")
+        elif paragraph and _SETEXT.match(line) and not _CONFLICT_MARKER.match(line):
+            err(start + j, "a heading inside a body (a line of '=' or '-' right under text makes "
+                           "that text a heading; leave a blank line before it)")
+        fence, html = _FENCE.match(line), _raw_html(line)
+        if fence:
+            region, paragraph = ("a code fence", fence.group(1), start + j), False
+        elif html and html[1] not in line[html[0]:].lower():
+            region, paragraph = ("raw HTML", html[1], start + j), False
+        elif not line.strip():
+            paragraph = container = False
+        elif not paragraph and not container:
+            opener = _CONTAINER.match(line)
+            # an empty list item or quote ('-', '>') holds no paragraph for the next line to join
+            container = bool(opener and line[opener.end():].strip())
+            paragraph = not opener and not _INDENTED.match(line)
+    if region:
+        what, closer, line = region
+        err(line, f"{what} that is never closed (markdown would read the rest of the file into it); "
+                  f"close it with {closer}")
+
+
+def _closes(closer: str, line: str) -> bool:
+    """Whether `line` ends an open code fence (`closer` is its opening run) or raw HTML region."""
+    if closer[0] in "`~":
+        fence = _FENCE.match(line)
+        return bool(fence and fence.group(1)[0] == closer[0] and len(fence.group(1)) >= len(closer)
+                    and not line[fence.end():].strip())
+    return closer in line.lower()
+
+
+def _raw_html(line: str) -> tuple[int, str] | None:
+    """If `line` opens raw HTML that runs to a closing marker: where its opener ends, and the marker."""
+    for pattern, closer in _RAW_HTML:
+        match = pattern.match(line)
+        if match:
+            return match.end(), closer or f"</{match.group(1).lower()}>"
+    return None
 
 
 def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: int, err) -> None:
@@ -307,20 +403,37 @@ def render(bid: str, title: str, fields: list[tuple[str, str]] | tuple, body: st
     return "\n".join(lines) + "\n\n" + body + "\n"
 
 
+# Files are written with "\n"; a hand-edited file that uses "\r\n" (an editor or git's autocrlf
+# on Windows) keeps it: the blocks a tool write adds or changes take the file's line ending.
+
+def _newline(text: str) -> str:
+    """The line ending `text` uses, judged by its first line: "\r\n" or "\n"."""
+    end = text.find("\n")
+    return "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"
+
+
+def _in_style(block_text: str, newline: str) -> str:
+    text = block_text.replace("\r\n", "\n")
+    return text if newline == "\n" else text.replace("\n", newline)
+
+
 def append(text: str, block_text: str) -> str:
     """`text` with a new block added at the end, one blank line after what was there."""
     if not text.strip():
         return block_text
-    base = text if text.endswith("\n") else text + "\n"
-    if not base.endswith("\n\n"):
-        base += "\n"
-    return base + block_text
+    newline = _newline(text)
+    base = text if text.endswith("\n") else text + newline
+    if not re.search(r"\n[ \t\r]*\n\Z", base):
+        base += newline
+    return base + _in_style(block_text, newline)
 
 
 def replace(text: str, block: Block, block_text: str) -> str:
     """`text` with one block's source swapped; the separator after it is kept as it was."""
-    trailing = block.raw[len(block.raw.rstrip("\n")):] or "\n"
-    return text[: block.start] + block_text.rstrip("\n") + trailing + text[block.end:]
+    newline = _newline(block.raw)
+    trailing = block.raw[len(block.raw.rstrip("\r\n")):] or newline
+    new = _in_style(block_text, newline).rstrip("\r\n")
+    return text[: block.start] + new + trailing + text[block.end:]
 
 
 def remove(text: str, block: Block) -> str:
@@ -328,20 +441,27 @@ def remove(text: str, block: Block) -> str:
     out = text[: block.start] + text[block.end:]
     if not out.strip():
         return ""
-    return out.rstrip("\n") + "\n" if block.end >= len(text) else out
+    if block.end < len(text):
+        return out
+    # The last block went: the blank lines that separated it go too, the final newline stays.
+    return re.sub(r"(?:\r?\n[ \t]*)+\Z", "", out) + _newline(text)
 
 
 def update_fields(block: Block, changes: dict[str, str], add_provenance: str | None = None) -> str:
     """The block's source with some metadata values changed in place and maybe a provenance line
     added after the last one; everything else, body and spacing included, stays as written."""
     lines = block.raw.split("\n")
+
+    def cr(line: str) -> str:  # a CRLF file keeps its line ending on the lines written here
+        return "\r" if line.endswith("\r") else ""
+
     for offset, (key, _) in enumerate(block.fields, 1):
         if key in changes:
-            lines[offset] = f"- {key}: {changes[key]}"
+            lines[offset] = f"- {key}: {changes[key]}{cr(lines[offset])}"
     if add_provenance is not None:
         last = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "provenance"),
                    default=len(block.fields))
-        lines.insert(last + 1, f"- provenance: {encode_value(add_provenance)}")
+        lines.insert(last + 1, f"- provenance: {encode_value(add_provenance)}{cr(lines[last])}")
     return "\n".join(lines)
 
 

@@ -50,9 +50,15 @@ def clean_body(body: object) -> str:
         raise WhetstoneError("body is empty: give the rule to remember")
     if len(text) > MAX_BODY:
         raise WhetstoneError(f"body is too long ({len(text)} characters; a rule fits in {MAX_BODY})")
+    # A body is acceptable when a block holding it reads back as exactly that body: whatever the
+    # format would misread (a heading, a list joining the metadata, an open fence) is refused here.
     for line in text.split("\n"):
-        if blocks._ATX.match(line) or blocks._CONFLICT_MARKER.match(line):
-            raise WhetstoneError(f"body line {shown(line)} would read as markdown structure; rephrase it")
+        if line.startswith("#") and blocks._ATX.match(line):
+            raise WhetstoneError(f"body cannot be stored as written: the line {shown(line)} would be a heading")
+    probe = blocks.parse(blocks.render("I1", "probe", [("scope", "probe")], text), "body")
+    if probe.errors or [b.body for b in probe.blocks] != [text]:
+        problem = probe.errors[0].message if probe.errors else "it would not read back as written"
+        raise WhetstoneError(f"body cannot be stored as written: {problem}")
     return text
 
 
@@ -119,10 +125,7 @@ class Context:
         return self.snap.entries[row]
 
     def known_scopes(self) -> dict[tuple[str, str], str]:
-        known: dict[tuple[str, str], str] = {}
-        for e in self.snap.entries:
-            known.setdefault((e.kind, scope_key(e.scope)), e.path)
-        return known
+        return self.snap.known
 
     def read(self, rel: str) -> tuple[str, list[blocks.Block]]:
         """A scope file's text and blocks; a file that fails validation is not written to."""
@@ -246,8 +249,10 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: s
              result: dict[str, Any]) -> None:
     config = ctx.config
     verdicts = ctx.nearest(body, scope)
-    conflict = next(((e, v) for e, v in verdicts if v.relation == "conflict"), None)
-    same = next(((e, v) for e, v in verdicts if v.relation == "duplicate"), None)
+    # The closest decisive entry wins: an exact repeat of one rule is not a conflict with another.
+    decisive = next(((e, v) for e, v in verdicts if v.relation in ("duplicate", "conflict")), None)
+    conflict = decisive if decisive and decisive[1].relation == "conflict" else None
+    same = decisive if decisive and decisive[1].relation == "duplicate" else None
     grey = next(((e, v) for e, v in verdicts if v.relation == "similar" and e.kind == kind), None)
 
     if conflict and said != "replace":

@@ -130,7 +130,10 @@ def _as_text(value: Any) -> str:
 
 
 def _as_path(value: Any) -> Path:
-    return Path(_as_text(value)).expanduser()
+    try:
+        return Path(_as_text(value)).expanduser()
+    except RuntimeError:  # "~someone/…" for a user this machine does not know
+        raise ValueError("expected a directory path (its '~user' part names no known user)") from None
 
 
 PARSERS: dict[str, Callable[[Any], Any]] = {
@@ -157,14 +160,21 @@ def _env_name(*parts: str) -> str:
 
 def _closest(name: str, known: list[str]) -> str:
     import difflib
-    match = difflib.get_close_matches(name, known, n=1)
+
+    def norm(text: str) -> str:
+        return text.strip().lower().replace("-", "_")
+
+    exact = [k for k in known if norm(k) == norm(name)]
+    match = exact or difflib.get_close_matches(norm(name), known, n=1)
     return f" (did you mean '{match[0]}'?)" if match else ""
 
 
-def _read_file(path: Path) -> dict[str, Any]:
+def _read_file(path: Path, explicit: bool = False) -> dict[str, Any]:
     try:
         raw = path.read_bytes()
     except FileNotFoundError:
+        if explicit:  # WHETSTONE_CONFIG names a file that is not there: a typo, not "no config"
+            raise WhetstoneError(f"WHETSTONE_CONFIG: config file {path} does not exist") from None
         return {}
     except OSError as exc:
         raise WhetstoneError(f"{path}: cannot read config: {exc.strerror}") from None
@@ -192,10 +202,14 @@ def load(store_root: str | os.PathLike[str] | None = None) -> Config:
         except ValueError as exc:
             raise WhetstoneError(f"{origin}: {backend}.{name}: {exc}, got {value!r}") from None
 
-    for key, value in _read_file(path).items():
+    for key, value in _read_file(path, explicit=bool(os.environ.get("WHETSTONE_CONFIG"))).items():
         if key in PARSERS:
             put(key, value, str(path))
-        elif key in BACKENDS and isinstance(value, dict):
+        elif key in BACKENDS and not isinstance(value, dict):
+            raise WhetstoneError(
+                f"{path}: {key}: expected a table of similarity thresholds ([{key}] with "
+                f"{', '.join(THRESHOLD_NAMES)}), got {value!r}")
+        elif key in BACKENDS:
             for name, number in value.items():
                 if name not in THRESHOLD_NAMES:
                     raise WhetstoneError(

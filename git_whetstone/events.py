@@ -8,7 +8,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
-import secrets
 from pathlib import Path
 from typing import Any, Iterator
 
@@ -17,7 +16,7 @@ FILE = "events.jsonl"
 
 def new_run_id(day: dt.date) -> str:
     """A run id ties a recall to the captures and revisions that follow it."""
-    return f"r-{day.isoformat()}-{secrets.token_hex(4)}"
+    return f"r-{day.isoformat()}-{os.urandom(4).hex()}"
 
 
 def append(store_path: Path, event: str, **fields: Any) -> None:

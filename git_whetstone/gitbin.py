@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-from functools import lru_cache
 from pathlib import Path
 
 from .errors import RUNTIME, WhetstoneError
@@ -43,16 +42,22 @@ def run(repo: Path, *args: str, check: bool = True, input: str | None = None,
     return proc
 
 
-@lru_cache(maxsize=64)
+_CONFIGURED: set[str] = set()
+
+
 def _identity_fallback(repo: str) -> tuple[tuple[str, str], ...]:
-    """Environment that gives commits a whetstone identity where the user configured none."""
+    """Environment that gives commits a whetstone identity where the user configured none. Only a
+    configured identity is remembered: a user who configures git later is picked up at once."""
     have = {k for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
             if os.environ.get(k)}
-    if len(have) == 4:
+    if len(have) == 4 or repo in _CONFIGURED:
         return ()
     out = run(Path(repo), "config", "--get-regexp", r"^user\.(name|email)$", check=False).stdout
     configured = {line.split(" ", 1)[0] for line in out.splitlines()}
-    extra = []
+    extra: list[tuple[str, str]] = []
+    if {"user.name", "user.email"} <= configured:
+        _CONFIGURED.add(repo)
+        return ()
     for role in ("AUTHOR", "COMMITTER"):
         if "user.name" not in configured and f"GIT_{role}_NAME" not in have:
             extra.append((f"GIT_{role}_NAME", FALLBACK_NAME))
@@ -61,16 +66,33 @@ def _identity_fallback(repo: str) -> tuple[tuple[str, str], ...]:
     return tuple(extra)
 
 
-def commit(repo: Path, message: str, paths: list[str]) -> str:
-    """Stage exactly `paths` (additions, changes and deletions) and commit them; return the new HEAD."""
-    if paths:
-        run(repo, "add", "-A", "--", *paths)
-    # Hooks run as they would for any commit; whetstone's own post-commit hook knows the index is
-    # already current when it sees WHETSTONE_WRITING.
+def commit(repo: Path, message: str, paths: list[str]) -> None:
+    """Stage exactly `paths` (additions, changes and deletions) and commit them as one change.
+
+    When the user has nothing else staged, a plain commit is enough; otherwise the commit names the
+    paths (git's slower --only mode), so a half-staged hand edit never rides along.
+    """
+    others = run(repo, "diff", "--cached", "--name-only", "-z", check=False)
+    mixed = others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
+    run(repo, "add", "-A", "--", *paths)
+    # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
+    # see WHETSTONE_WRITING. Automatic maintenance is checked by `maybe_gc` instead of on every commit.
     env = dict(_identity_fallback(str(repo)))
     env["WHETSTONE_WRITING"] = "1"
-    run(repo, "commit", "-q", "--no-edit", "-m", message, "--", *paths, env=env)
-    return head(repo) or ""
+    run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-m", message,
+        *(["--", *paths] if mixed else []), env=env)
+    maybe_gc(repo)
+
+
+def maybe_gc(repo: Path) -> None:
+    """Pack loose objects once there are many, estimated as git itself does (one fan-out directory
+    times 256), so a store with thousands of captures stays fast without a gc on every commit."""
+    try:
+        loose = len(os.listdir(repo / ".git" / "objects" / "17"))
+    except OSError:
+        return
+    if loose * 256 > 6700:
+        run(repo, "gc", "--auto", "--quiet", check=False)
 
 
 def head(repo: Path) -> str | None:

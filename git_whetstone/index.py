@@ -1,20 +1,24 @@
 """index.sqlite (SPEC §5): the derived, disposable view of a store that recall and capture read.
 
-It holds each entry's fields, its vector keyed by (backend identity, hash of its text), and per
-scope a phrase vector and a centroid. Staleness is found by the index itself on every read, from
-file stamps (size, mtime, inode) and HEAD, never by trusting hooks: only files whose stamp moved
-are parsed again and only texts without a vector for this backend are embedded.
+Per scope file it keeps the parsed entries, their vectors, and the file's share of each scope (the
+sum of its entry vectors and the scope phrase's vector), so loading a store is one row per file
+and a change re-reads only the files whose stamp (size, mtime, inode) moved. Vectors are also kept
+by (backend identity, hash of the text), so an edit, a move or a backend switch embeds only texts
+that have no vector yet. Staleness is found by the index itself on every read, from the file
+stamps and HEAD, never by trusting hooks.
 
 A long-lived process (the MCP server) keeps the last snapshot in memory and pays only the stamp
 check when nothing changed.
 """
 from __future__ import annotations
 
+import datetime as dt
 import hashlib
 import json
 import os
 import sqlite3
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -22,24 +26,20 @@ from . import blocks
 from .embed import Embedder
 from .store import KIND_FOLDER, Store, scope_key
 
-SCHEMA = 1
+SCHEMA = 2
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT);
-CREATE TABLE IF NOT EXISTS entries(
-    path TEXT NOT NULL, seq INTEGER NOT NULL, id TEXT NOT NULL, line INTEGER NOT NULL,
-    title TEXT NOT NULL, scope TEXT NOT NULL, body TEXT NOT NULL, recurrence INTEGER NOT NULL,
-    first_seen TEXT, last_seen TEXT, provenance TEXT NOT NULL, text_hash TEXT NOT NULL,
-    PRIMARY KEY(path, seq));
-CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL,
-    PRIMARY KEY(backend, hash)) WITHOUT ROWID;
+CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,
+    backend TEXT NOT NULL, entries TEXT NOT NULL, scopes TEXT NOT NULL, vectors BLOB NOT NULL);
+CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL);
+CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors(backend, hash);
 CREATE TABLE IF NOT EXISTS scopes(backend TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-    scope TEXT NOT NULL, phrase_hash TEXT NOT NULL, centroid BLOB NOT NULL, PRIMARY KEY(backend, kind, key));
+    scope TEXT NOT NULL, entries INTEGER NOT NULL, phrase BLOB NOT NULL, centroid BLOB NOT NULL,
+    PRIMARY KEY(backend, kind, key));
 """
 
 
-@dataclass(frozen=True)
-class Entry:
+class Entry(NamedTuple):
     """One learning or issue as recall and capture see it."""
 
     id: str
@@ -57,9 +57,14 @@ class Entry:
 
 @dataclass
 class FileRows:
+    """One scope file's share of the index."""
+
     stamp: str
     entries: list[Entry]
-    vectors: np.ndarray
+    vectors: np.ndarray                       # (entries, dim)
+    scopes: list[tuple[str, str, str]]        # (kind, key, display) of the scopes in this file
+    sums: np.ndarray                          # (scopes, dim): sum of the entry vectors per scope
+    phrases: np.ndarray                       # (scopes, dim): the scope phrase, embedded
     warning: str | None = None
 
 
@@ -72,14 +77,15 @@ class Snapshot:
     entries: list[Entry] = field(default_factory=list)
     vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     by_id: dict[str, int] = field(default_factory=dict)
+    is_learning: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
+    recurrence: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
+    last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # proleptic day numbers
     scopes: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, key, display)
     scope_of: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
     phrases: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
     centroids: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
+    known: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, scope key) -> its file
     warnings: list[str] = field(default_factory=list)
-
-    def kind_mask(self, kind: str) -> np.ndarray:
-        return np.fromiter((e.kind == kind for e in self.entries), bool, len(self.entries))
 
 
 _CACHE: dict[tuple[str, str], Snapshot] = {}
@@ -87,11 +93,6 @@ _CACHE: dict[tuple[str, str], Snapshot] = {}
 
 def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
-
-
-def entry_text(entry: Entry) -> str:
-    """What gets embedded for an entry: its rule, the body."""
-    return entry.body
 
 
 def _scan(store: Store) -> dict[str, str]:
@@ -143,7 +144,6 @@ def _discard(store: Store) -> None:
 
 def _connect(store: Store) -> sqlite3.Connection:
     db = sqlite3.connect(store.path / "index.sqlite", timeout=30, isolation_level=None)
-    db.execute("PRAGMA busy_timeout=30000")
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if version not in (0, SCHEMA):
         db.close()
@@ -159,31 +159,27 @@ def _connect(store: Store) -> sqlite3.Connection:
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None) -> Snapshot:
     db = _connect(store)
     try:
-        db.execute("BEGIN IMMEDIATE")
-        files = dict(cached.files) if cached is not None else _load_rows(db, embedder)
+        files = dict(cached.files) if cached is not None else _load_files(db, embedder, stamps)
         head_moved = cached is None or cached.stamps.get("@HEAD") != stamps["@HEAD"]
         changed = [p for p, s in stamps.items() if p != "@HEAD" and (
             p not in files or files[p].stamp != s or (head_moved and files[p].warning))]
         removed = [p for p in files if p not in stamps]
+        touched = {s[:2] for p in changed + removed if p in files for s in files[p].scopes}
+        db.execute("BEGIN IMMEDIATE")
         for path in removed:
             del files[path]
-            db.execute("DELETE FROM entries WHERE path=?", (path,))
             db.execute("DELETE FROM files WHERE path=?", (path,))
-        parsed = {path: read_file(store, path) for path in changed}
-        new_texts = [entry_text(e) for entries, _ in parsed.values() for e in entries]
-        vectors = _vectors(db, embedder, new_texts)
-        for path, (entries, warning) in parsed.items():
-            rows = np.stack([vectors[text_hash(entry_text(e))] for e in entries]) if entries else \
-                np.zeros((0, embedder.dim), np.float32)
-            files[path] = FileRows(stamps[path], entries, rows, warning)
-            db.execute("DELETE FROM entries WHERE path=?", (path,))
-            db.executemany(
-                "INSERT INTO entries VALUES(?,?,?,?,?,?,?,?,?,?,?,?)",
-                [(path, seq, e.id, e.line, e.title, e.scope, e.body, e.recurrence, e.first_seen, e.last_seen,
-                  json.dumps(e.provenance, ensure_ascii=False), text_hash(entry_text(e)))
-                 for seq, e in enumerate(entries)])
-            db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?)", (path, stamps[path], warning))
-        snap = _assemble(stamps, files, embedder, db)
+        if changed:
+            parsed = {path: read_file(store, path) for path in changed}
+            texts = [e.body for entries, _ in parsed.values() for e in entries]
+            texts += [e.scope for entries, _ in parsed.values() for e in entries]
+            vectors = _vectors(db, embedder, texts)
+            for path, (entries, warning) in parsed.items():
+                files[path] = rows = _file_rows(stamps[path], entries, warning, vectors, embedder.dim)
+                _save_file(db, path, rows, embedder)
+                touched |= {s[:2] for s in rows.scopes}
+        snap = _assemble(stamps, files, embedder.dim)
+        _save_scopes(db, snap, embedder, touched)
         db.execute("INSERT OR REPLACE INTO meta VALUES('head', ?)", (stamps["@HEAD"],))
         db.execute("COMMIT")
         return snap
@@ -195,25 +191,47 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         db.close()
 
 
-def _load_rows(db: sqlite3.Connection, embedder: Embedder) -> dict[str, FileRows]:
-    """Every file the index already knows, with its entries and (where present) their vectors."""
-    files = {path: FileRows(stamp, [], np.zeros((0, embedder.dim), np.float32), warning)
-             for path, stamp, warning in db.execute("SELECT path, stamp, warning FROM files")}
-    rows = db.execute(
-        "SELECT e.path, e.id, e.line, e.title, e.scope, e.body, e.recurrence, e.first_seen, e.last_seen,"
-        " e.provenance, v.vec FROM entries e LEFT JOIN vectors v ON v.backend=? AND v.hash=e.text_hash"
-        " ORDER BY e.path, e.seq", (embedder.identity,)).fetchall()
-    grouped: dict[str, list[tuple]] = {}
-    for row in rows:
-        grouped.setdefault(row[0], []).append(row)
-    for path, group in grouped.items():
-        if path not in files or any(r[10] is None for r in group):
-            files.pop(path, None)  # re-read: unknown file or vectors missing for this backend
+def _file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: dict[str, np.ndarray],
+               dim: int) -> FileRows:
+    matrix = (np.stack([vectors[text_hash(e.body)] for e in entries]) if entries
+              else np.zeros((0, dim), np.float32))
+    scopes: dict[tuple[str, str], int] = {}
+    display: list[tuple[str, str, str]] = []
+    for e in entries:
+        k = (e.kind, scope_key(e.scope))
+        if k not in scopes:
+            scopes[k] = len(display)
+            display.append((e.kind, k[1], e.scope))
+    sums = np.zeros((len(display), dim), np.float32)
+    for i, e in enumerate(entries):
+        sums[scopes[(e.kind, scope_key(e.scope))]] += matrix[i]
+    phrases = (np.stack([vectors[text_hash(s[2])] for s in display]) if display
+               else np.zeros((0, dim), np.float32))
+    return FileRows(stamp, entries, matrix, display, sums, phrases, warning)
+
+
+def _save_file(db: sqlite3.Connection, path: str, rows: FileRows, embedder: Embedder) -> None:
+    blob = b"".join(a.astype(np.float32).tobytes() for a in (rows.vectors, rows.sums, rows.phrases))
+    db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?)", (
+        path, rows.stamp, rows.warning, embedder.identity,
+        json.dumps([list(e) for e in rows.entries], ensure_ascii=False),
+        json.dumps(rows.scopes, ensure_ascii=False), blob))
+
+
+def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str]) -> dict[str, FileRows]:
+    """The files the index already holds for this backend whose stamp still matches the disk."""
+    files: dict[str, FileRows] = {}
+    dim = embedder.dim
+    for path, stamp, warning, entries, scopes, blob in db.execute(
+            "SELECT path, stamp, warning, entries, scopes, vectors FROM files WHERE backend=?",
+            (embedder.identity,)):
+        if stamps.get(path) != stamp:
             continue
-        kind = "learning" if path.startswith("learnings/") else "issue"
-        files[path].entries = [Entry(r[1], kind, path, r[2], r[3], r[4], r[5], r[6], r[7], r[8],
-                                     tuple(json.loads(r[9]))) for r in group]
-        files[path].vectors = np.frombuffer(b"".join(r[10] for r in group), np.float32).reshape(len(group), -1)
+        rows = [Entry(*(tuple(v) if i == 10 else v for i, v in enumerate(row))) for row in json.loads(entries)]
+        scope_list = [tuple(s) for s in json.loads(scopes)]
+        flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
+        n, s = len(rows), len(scope_list)
+        files[path] = FileRows(stamp, rows, flat[:n], scope_list, flat[n:n + s], flat[n + s:n + 2 * s], warning)
     return files
 
 
@@ -277,56 +295,71 @@ def _vectors(db: sqlite3.Connection, embedder: Embedder, texts: list[str]) -> di
     return found
 
 
-def _assemble(stamps: dict[str, str], files: dict[str, FileRows], embedder: Embedder,
-              db: sqlite3.Connection) -> Snapshot:
+def _assemble(stamps: dict[str, str], files: dict[str, FileRows], dim: int) -> Snapshot:
+    """One snapshot from the per-file rows: entries in file order (a duplicated id keeps its first
+    file), one contiguous matrix, and each scope's centroid summed over the files that hold it."""
     snap = Snapshot(stamps, files)
-    order = sorted(files)
+    parts, keep_parts = [], []
     seen: dict[str, str] = {}
-    keep_rows = []
-    for path in order:
+    for path in sorted(files):
         rows = files[path]
         if rows.warning:
             snap.warnings.append(rows.warning)
-        for i, entry in enumerate(rows.entries):
-            if entry.id in seen:
-                snap.warnings.append(f"{path}:{entry.line}: duplicate id {entry.id} (also in {seen[entry.id]}); "
+        keep = [e.id not in seen for e in rows.entries]
+        for e, fresh in zip(rows.entries, keep):
+            if fresh:
+                seen[e.id] = path
+                snap.entries.append(e)
+            else:
+                snap.warnings.append(f"{path}:{e.line}: duplicate id {e.id} (also in {seen[e.id]}); "
                                      f"this copy is left out")
-                continue
-            seen[entry.id] = path
-            snap.entries.append(entry)
-            keep_rows.append(rows.vectors[i])
-    snap.vectors = np.stack(keep_rows) if keep_rows else np.zeros((0, embedder.dim), np.float32)
+        parts.append(rows.vectors if all(keep) else rows.vectors[np.array(keep, bool)])
+        keep_parts.append(keep)
+    snap.vectors = np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
     snap.by_id = {e.id: i for i, e in enumerate(snap.entries)}
+    snap.is_learning = np.fromiter((e.kind == "learning" for e in snap.entries), bool, len(snap.entries))
+    snap.recurrence = np.fromiter((e.recurrence for e in snap.entries), np.int64, len(snap.entries))
+    snap.last_seen = np.fromiter((_day(e.last_seen) for e in snap.entries), np.int64, len(snap.entries))
 
     index: dict[tuple[str, str], int] = {}
-    scope_of = np.empty(len(snap.entries), np.int64)
-    for i, entry in enumerate(snap.entries):
-        key = (entry.kind, scope_key(entry.scope))
-        if key not in index:
-            index[key] = len(snap.scopes)
-            snap.scopes.append((entry.kind, key[1], entry.scope))
-        scope_of[i] = index[key]
-    snap.scope_of = scope_of
-    count = len(snap.scopes)
-    sums = np.zeros((count, embedder.dim), np.float64)
-    np.add.at(sums, scope_of, snap.vectors)
-    norms = np.linalg.norm(sums, axis=1, keepdims=True)
-    norms[norms == 0] = 1
-    snap.centroids = (sums / norms).astype(np.float32)
-    phrases = _vectors(db, embedder, [s[2] for s in snap.scopes])
-    snap.phrases = (np.stack([phrases[text_hash(s[2])] for s in snap.scopes]) if snap.scopes
-                    else np.zeros((0, embedder.dim), np.float32))
-    _store_scopes(db, embedder, snap)
+    sums, phrases = [], []
+    for path in sorted(files):
+        rows = files[path]
+        for j, (kind, key, display) in enumerate(rows.scopes):
+            at = index.get((kind, key))
+            if at is None:
+                index[(kind, key)] = len(snap.scopes)
+                snap.scopes.append((kind, key, display))
+                snap.known[(kind, key)] = path
+                sums.append(rows.sums[j].astype(np.float64))
+                phrases.append(rows.phrases[j])
+            else:
+                sums[at] = sums[at] + rows.sums[j]
+    snap.scope_of = np.fromiter((index[(e.kind, scope_key(e.scope))] for e in snap.entries), np.int64,
+                                len(snap.entries))
+    if sums:
+        total = np.stack(sums)
+        norms = np.linalg.norm(total, axis=1, keepdims=True)
+        norms[norms == 0] = 1
+        snap.centroids = (total / norms).astype(np.float32)
+        snap.phrases = np.stack(phrases).astype(np.float32)
+    else:
+        snap.centroids = snap.phrases = np.zeros((0, dim), np.float32)
     return snap
 
 
-def _store_scopes(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot) -> None:
-    current = {(kind, key): (scope, text_hash(scope), snap.centroids[i].tobytes())
-               for i, (kind, key, scope) in enumerate(snap.scopes)}
-    stored = {(k, key): (scope, ph, c) for k, key, scope, ph, c in db.execute(
-        "SELECT kind, key, scope, phrase_hash, centroid FROM scopes WHERE backend=?", (embedder.identity,))}
-    for gone in stored.keys() - current.keys():
-        db.execute("DELETE FROM scopes WHERE backend=? AND kind=? AND key=?", (embedder.identity, *gone))
-    db.executemany("INSERT OR REPLACE INTO scopes VALUES(?,?,?,?,?,?)",
-                   [(embedder.identity, k, key, *value) for (k, key), value in current.items()
-                    if stored.get((k, key)) != value])
+def _day(iso: str | None) -> int:
+    return dt.date.fromisoformat(iso).toordinal() if iso else 0
+
+
+def _save_scopes(db: sqlite3.Connection, snap: Snapshot, embedder: Embedder, touched: set[tuple[str, str]]) -> None:
+    """Per scope its entry count, phrase vector and centroid, rewritten for the scopes a change touched."""
+    if not touched:
+        return
+    where = {key: i for i, (kind, key_, _) in enumerate(snap.scopes) for key in [(kind, key_)] if key in touched}
+    counts = np.bincount(snap.scope_of, minlength=len(snap.scopes))
+    db.executemany("DELETE FROM scopes WHERE backend=? AND kind=? AND key=?",
+                   [(embedder.identity, kind, key) for kind, key in touched])
+    db.executemany("INSERT INTO scopes VALUES(?,?,?,?,?,?,?)", [
+        (embedder.identity, kind, key, snap.scopes[i][2], int(counts[i]), snap.phrases[i].tobytes(),
+         snap.centroids[i].tobytes()) for (kind, key), i in where.items()])

@@ -62,29 +62,41 @@ def antonym_sides(text: str) -> dict[int, set[int]]:
     return sides
 
 
-def conflict_reason(a: str, b: str) -> str:
-    """Why `a` and `b` contradict each other, if they do by negation, antonym or value; '' if not."""
+def conflict_reason(a: str, b: str) -> tuple[str, str]:
+    """How `a` and `b` contradict each other if they say the same thing otherwise: ("negation" |
+    "antonym" | "value", why), or ("", "")."""
     if negated(a) != negated(b):
-        return "one says to do it, the other says not to"
+        return "negation", "one says to do it, the other says not to"
     sides_a, sides_b = antonym_sides(a), antonym_sides(b)
     for pair, side in sides_a.items():
         other = sides_b.get(pair)
         if other and side != other and len(side) == 1 and len(other) == 1:
             x, y = _ANTONYMS[pair]
-            return f"'{x}' against '{y}'"
+            return "antonym", f"'{x}' against '{y}'"
     na, nb = numbers(a), numbers(b)
     if na and nb and not (na & nb):
-        return f"different values ({', '.join(sorted(na))} against {', '.join(sorted(nb))})"
-    return ""
+        return "value", f"different values ({', '.join(sorted(na))} against {', '.join(sorted(nb))})"
+    return "", ""
+
+
+def contradiction(a: str, b: str, similarity: float, config: Config) -> str:
+    """Why `a` contradicts `b`, or ''. Negation words are not embedded, so a flipped negation must
+    come with a near-identical rest (the dedup bar); a swapped antonym or value lowers the cosine
+    itself, so those need only the conflict bar."""
+    if similarity < config.threshold("conflict"):
+        return ""
+    kind, reason = conflict_reason(a, b)
+    if kind == "negation" and similarity < config.threshold("dedup"):
+        return ""
+    return reason
 
 
 def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool = True) -> Verdict:
     """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors.
     Duplicates must also share a scope (or a close one); conflicts need not."""
-    if similarity >= config.threshold("conflict"):
-        reason = conflict_reason(new, old)
-        if reason:
-            return Verdict("conflict", similarity, reason)
+    reason = contradiction(new, old, similarity, config)
+    if reason:
+        return Verdict("conflict", similarity, reason)
     if not same_scope:
         return Verdict("distinct", similarity)
     if similarity >= config.threshold("dedup"):

@@ -21,7 +21,7 @@ from . import index as index_mod
 from .config import Config, load
 from .embed import content_words, get_embedder
 from .errors import WhetstoneError, shown
-from .judge import conflict_reason
+from .judge import contradiction
 from .store import Store, today
 
 MAX_INTENT = 20_000
@@ -44,11 +44,17 @@ CAPTURE_CONTRACT = (
 
 def weight(recurrence: int, last_seen: str | None, day: dt.date, config: Config) -> float:
     """`r × recency`: r = 1 − 1/(1 + recurrence), recency halves every half-life since last_seen."""
+    seen = dt.date.fromisoformat(last_seen).toordinal() if last_seen else 0
+    return round(float(weights(np.array([recurrence]), np.array([seen]), day, config)[0]), 4)
+
+
+def weights(recurrence: np.ndarray, last_seen: np.ndarray, day: dt.date, config: Config) -> np.ndarray:
+    """`weight` over arrays (last_seen as day numbers, 0 when unknown: no decay)."""
     r = 1.0 - 1.0 / (1.0 + recurrence)
-    if not config.learnings_decay or not last_seen:
-        return round(r, 4)
-    days = max(0, (day - dt.date.fromisoformat(last_seen)).days)
-    return round(r * math.exp(-math.log(2) * days / config.learnings_half_life_days), 4)
+    if not config.learnings_decay:
+        return r
+    days = np.where(last_seen > 0, np.maximum(0, day.toordinal() - last_seen), 0)
+    return r * np.exp(-math.log(2) * days / config.learnings_half_life_days)
 
 
 def clauses(intent: str) -> list[str]:
@@ -103,21 +109,20 @@ def _rank(snap: index_mod.Snapshot, queries: np.ndarray, k: int, day: dt.date, c
     entry_sim = (snap.vectors @ queries.T).max(axis=1)
     scope_sim = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T).max(axis=1)
     scope_score = scope_sim[snap.scope_of]
-    is_learning = snap.kind_mask("learning")
-    weights = np.array([weight(e.recurrence, e.last_seen, day, config) if is_learning[i] else 0.0
-                        for i, e in enumerate(snap.entries)])
+    is_learning = snap.is_learning
+    weight_of = np.where(is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
     relevance = 0.5 * scope_score + 0.5 * entry_sim
     entry_cut = config.threshold("entry_cutoff")
 
     learn_hit = is_learning & ((scope_score >= config.threshold("learning_cutoff")) | (entry_sim >= entry_cut))
     candidates = np.flatnonzero(learn_hit)
     if len(candidates):
-        value = relevance[candidates] * (0.5 + 0.5 * weights[candidates])
+        value = relevance[candidates] * (0.5 + 0.5 * weight_of[candidates])
         chosen = _mmr(snap.vectors, candidates, value, k)
         result["omitted"]["learnings"] = int(len(candidates) - len(chosen))
     else:
         pool = np.flatnonzero(is_learning)
-        chosen = list(pool[np.argsort(-weights[pool], kind="stable")][: min(k, FALLBACK_LEARNINGS)])
+        chosen = list(pool[np.argsort(-weight_of[pool], kind="stable")][: min(k, FALLBACK_LEARNINGS)])
         result["fallback"] = bool(chosen)
 
     is_issue = ~is_learning
@@ -135,7 +140,7 @@ def _rank(snap: index_mod.Snapshot, queries: np.ndarray, k: int, day: dt.date, c
     for i in chosen:
         e = snap.entries[i]
         result["learnings"].append({"id": e.id, "rule": e.body, "scope": e.scope, "recurrence": e.recurrence,
-                                    "weight": float(weights[i]), "origin": "skill"})
+                                    "weight": round(float(weight_of[i]), 4), "origin": "skill"})
     for i in issues:
         e = snap.entries[i]
         result["issues"].append({"id": e.id, "rule": e.body, "scope": e.scope, "origin": "skill"})
@@ -162,12 +167,11 @@ def _mmr(vectors: np.ndarray, candidates: np.ndarray, value: np.ndarray, k: int)
 
 def _conflicts(snap: index_mod.Snapshot, rows: list[int], config: Config) -> list[dict[str, Any]]:
     found = []
-    cut = config.threshold("conflict")
-    for a_pos, a in enumerate(rows):
-        for b in rows[a_pos + 1:]:
-            if float(snap.vectors[a] @ snap.vectors[b]) < cut:
-                continue
-            reason = conflict_reason(snap.entries[a].body, snap.entries[b].body)
+    sims = snap.vectors[rows] @ snap.vectors[rows].T if rows else np.zeros((0, 0))
+    for i, a in enumerate(rows):
+        for j in range(i + 1, len(rows)):
+            b = rows[j]
+            reason = contradiction(snap.entries[a].body, snap.entries[b].body, float(sims[i, j]), config)
             if reason:
                 found.append({"ids": [snap.entries[a].id, snap.entries[b].id], "reason": reason})
     return found

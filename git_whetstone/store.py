@@ -34,7 +34,9 @@ def skill_name(raw: object) -> str:
     """The canonical skill name: case-folded, spaces to '-', then `[a-z0-9][a-z0-9._-]{0,63}`."""
     if not isinstance(raw, str):
         raise WhetstoneError(f"skill name must be a string, got {shown(raw)}")
-    name = "-".join(raw.strip().casefold().split(" "))
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
+        raise WhetstoneError(f"invalid skill name {shown(raw)}: control characters are not allowed")
+    name = "-".join(raw.strip(" ").casefold().split(" "))
     if name == GLOBAL:
         return name
     if (not _NAME.fullmatch(name) or name.endswith(".") or name.endswith(".lock")
@@ -163,14 +165,27 @@ class Store:
 
     def mint(self, kind: str, present: set[str]) -> tuple[str, str]:
         """The next id for `kind` and the new text of `next_ids.json`, for the caller to write in
-        the same commit. Never below an id that exists, so a hand-added block is not shadowed; a
-        corrupt file is rebuilt from the markdown and git history with a warning."""
+        the same commit. Ids are never reused: the number is above every id in the markdown (so a
+        hand-added block is not shadowed) and above every id this clone ever minted or saw in its
+        history, kept in `.git/whetstone-ids.json` (so a `git revert` or `reset` of a capture, which
+        rolls next_ids.json back too, cannot hand its id out again). A corrupt next_ids.json is
+        rebuilt from the markdown and git history with a warning."""
         counters = self._read_ids(present)
+        seen = self._high_water(present)
         prefix = "L" if kind == "learning" else "I"
         floor = max((int(i[1:]) for i in present if i[0] == prefix), default=0) + 1
-        number = max(counters[kind], floor)
+        number = max(counters[kind], floor, seen[kind])
         counters[kind] = number + 1
+        seen[kind] = number + 1
+        write_atomic(self.path / ".git" / "whetstone-ids.json", _ids_text(seen))
         return f"{prefix}{number}", _ids_text(counters)
+
+    def _high_water(self, present: set[str]) -> dict[str, int]:
+        try:
+            data = json.loads((self.path / ".git" / "whetstone-ids.json").read_text())
+            return {k: int(data[k]) for k in ("learning", "issue")}
+        except (OSError, ValueError, KeyError, TypeError):
+            return self._recover_ids(present)  # a fresh clone: learn what history used
 
     def _read_ids(self, present: set[str]) -> dict[str, int]:
         try:

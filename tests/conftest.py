@@ -29,7 +29,7 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(key, value)
     from git_whetstone import gitbin, index
     index._CACHE.clear()
-    gitbin._identity_fallback.cache_clear()
+    gitbin._CONFIGURED.clear()
     return root
 
 

@@ -1,0 +1,656 @@
+"""The block format (SPEC §3): reader, writer, validator, and the fast reader agreeing with mistune.
+
+Fixtures live in tests/fixtures/blocks: `valid/*.md` must read cleanly and round-trip byte for
+byte; each `invalid/*.md` has an `invalid/*.expected` beside it with the exact `path:line: message`
+lines validation must print (the path's first component is the folder the file is checked as).
+"""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from git_whetstone import blocks
+from git_whetstone.blocks import DOT, FormatError
+
+FIXTURES = Path(__file__).parent / "fixtures" / "blocks"
+VALID = sorted((FIXTURES / "valid").glob("*.md"))
+INVALID = sorted((FIXTURES / "invalid").glob("*.md"))
+# Fixtures written exactly as whetstone writes: one blank line between blocks, final newline.
+CANONICAL = {"spec-example.md", "two-blocks.md", "multi-provenance.md", "multi-paragraph.md", "unicode.md",
+             "currency-formatting-3f9a1c2b7d4e5f60.md", "issues-corner-radius.md"}
+
+SPEC_EXAMPLE = (
+    "## L1 · Format the price column as US dollars\n"
+    "- recurrence: 2\n"
+    "- first_seen: 2026-07-23\n"
+    "- last_seen: 2026-07-24\n"
+    "- scope: currency formatting\n"
+    "- provenance: \"2026-07-24 — 'make the revenue column US dollars'\"\n"
+    "\n"
+    "Format the price (msrp) column as US dollars with no decimal places.\n"
+)
+
+
+def read(path: Path) -> str:
+    """A fixture's exact text: no newline translation."""
+    return path.read_bytes().decode("utf-8")
+
+
+def folder_of(text: str) -> str:
+    return "issues" if text.lstrip().startswith("## I") else "learnings"
+
+
+def parse_ok(text: str, folder: str | None = None) -> list[blocks.Block]:
+    parsed = blocks.parse(text, "t.md", folder)
+    assert parsed.errors == [], [str(e) for e in parsed.errors]
+    return parsed.blocks
+
+
+def expected_errors(path: Path) -> tuple[str, str, list[str]]:
+    """(path to report, folder, expected lines) for an invalid fixture."""
+    lines = path.with_suffix(".expected").read_text(encoding="utf-8").splitlines()
+    assert lines, f"{path.name}: an invalid fixture needs at least one expected error"
+    shown = lines[0].split(":", 1)[0]
+    assert shown.endswith("/" + path.name)
+    return shown, shown.split("/", 1)[0], lines
+
+
+def learning(bid: str = "L1", body: str = "Body text.", scope: str = "scope", **extra: str) -> str:
+    fields = [("recurrence", extra.get("recurrence", "1")), ("first_seen", "2026-07-23"),
+              ("last_seen", "2026-07-24"), ("scope", scope)]
+    return blocks.render(bid, blocks.derive_title(body), fields, body)
+
+
+def test_fixture_sets_are_not_empty():
+    assert len(VALID) >= 8 and len(INVALID) >= 12
+    assert CANONICAL <= {p.name for p in VALID}
+    for path in INVALID:
+        assert path.with_suffix(".expected").exists(), path.name
+
+
+# --- the exact SPEC example -------------------------------------------------------------------------
+
+def test_spec_example_renders_byte_for_byte():
+    fields = [("recurrence", "2"), ("first_seen", "2026-07-23"), ("last_seen", "2026-07-24"),
+              ("scope", "currency formatting"),
+              ("provenance", blocks.encode_value("2026-07-24 — 'make the revenue column US dollars'"))]
+    text = blocks.render("L1", "Format the price column as US dollars", fields,
+                         "Format the price (msrp) column as US dollars with no decimal places.")
+    assert text == SPEC_EXAMPLE
+    assert read(FIXTURES / "valid" / "spec-example.md") == SPEC_EXAMPLE
+    assert "\u00b7".encode() == b"\xc2\xb7" and text.encode("utf-8").startswith(b"## L1 \xc2\xb7 Format")
+
+
+def test_spec_example_reads_back():
+    (block,) = parse_ok(SPEC_EXAMPLE, "learnings")
+    assert (block.id, block.title, block.line, block.kind, block.number) == (
+        "L1", "Format the price column as US dollars", 1, "learning", 1)
+    assert block.fields == (("recurrence", "2"), ("first_seen", "2026-07-23"), ("last_seen", "2026-07-24"),
+                            ("scope", "currency formatting"),
+                            ("provenance", "\"2026-07-24 — 'make the revenue column US dollars'\""))
+    assert block.body == "Format the price (msrp) column as US dollars with no decimal places."
+    assert block.recurrence == 2 and block.scope == "currency formatting"
+    assert str(block.first_seen) == "2026-07-23" and str(block.last_seen) == "2026-07-24"
+    assert block.provenance == ["2026-07-24 — 'make the revenue column US dollars'"]
+    assert block.raw == SPEC_EXAMPLE and (block.start, block.end) == (0, len(SPEC_EXAMPLE))
+
+
+# --- round trips on every valid fixture ----------------------------------------------------------
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_valid_fixture_reads_without_errors_and_reassembles_exactly(path: Path):
+    text = read(path)
+    found = parse_ok(text, folder_of(text))
+    assert found
+    # the blocks tile the file: what precedes the first one, then every block's exact source
+    assert text[: found[0].start].strip() == ""
+    assert text[: found[0].start] + "".join(b.raw for b in found) == text
+    for before, after in zip(found, found[1:]):
+        assert before.end == after.start
+    assert found[-1].end == len(text)
+    for block in found:
+        assert text[block.start:block.end] == block.raw
+        assert text.split("\n")[block.line - 1].rstrip("\r").startswith(f"## {block.id} {DOT} ")
+        assert block.body and block.body == block.body.strip("\n")
+        assert "\r" not in block.body + block.title + "".join(v for _, v in block.fields)
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_valid_fixture_render_parse_render_is_stable(path: Path):
+    text = read(path)
+    for block in parse_ok(text, folder_of(text)):
+        once = blocks.render(block.id, block.title, block.fields, block.body)
+        (again,) = parse_ok(once, folder_of(text))
+        assert (again.id, again.title, again.fields, again.body) == (block.id, block.title, block.fields, block.body)
+        assert blocks.render(again.id, again.title, again.fields, again.body) == once
+        if path.name in CANONICAL:
+            assert once == block.raw.rstrip("\n") + "\n"  # the written form is the file's form
+
+
+@pytest.mark.parametrize("name", sorted(CANONICAL))
+def test_canonical_fixture_is_exactly_its_blocks_rendered_and_joined(name: str):
+    text = read(FIXTURES / "valid" / name)
+    found = parse_ok(text, folder_of(text))
+    assert "\n".join(blocks.render(b.id, b.title, b.fields, b.body) for b in found) == text
+    out = ""
+    for b in found:
+        out = blocks.append(out, blocks.render(b.id, b.title, b.fields, b.body))
+    assert out == text
+
+
+def test_hand_edited_quirks_are_read_and_kept():
+    text = read(FIXTURES / "valid" / "hand-edited-spacing.md")
+    l2, l3, l7 = parse_ok(text, "learnings")
+    assert text.startswith("\n") and l2.start == 1 and l2.line == 2
+    assert l2.title == "Warm palette for heat maps"  # trailing spaces after the title are not part of it
+    assert l2.get("scope") == "color encoding" and l2.scope == "color encoding"
+    assert l2.provenance == ["typed by hand, not quoted"]  # an unquoted provenance reads as written
+    assert l2.body.split("\n")[0].endswith("  ")  # a markdown hard break survives
+    assert l2.raw.endswith("\n\n\n") and l3.raw.endswith("\n\n\n\n")  # two and three blank lines kept
+    assert l3.provenance == []
+
+
+def test_multiple_provenance_lines_keep_their_order():
+    (block,) = parse_ok(read(FIXTURES / "valid" / "multi-provenance.md"), "learnings")
+    assert block.provenance == [
+        "2026-05-02 — 'line the dollars up on the right'",
+        "2026-06-11 — 'right-align the money again'",
+        "2026-07-24 — 'still left-aligned?! right-align it'",
+        "2026-07-24 — declined promotion to an issue",
+    ]
+    assert [k for k, _ in block.fields].count("provenance") == 4
+
+
+def test_multi_paragraph_body_is_read_whole():
+    (block,) = parse_ok(read(FIXTURES / "valid" / "multi-paragraph.md"), "learnings")
+    paragraphs = block.body.split("\n\n")
+    assert paragraphs[0] == "Band every other row with a very light grey (#f5f5f5)."
+    assert "# a comment in a code fence is not a heading" in block.body
+    assert paragraphs[-1] == "A thematic break above (after a blank line) is fine too."
+    assert block.title == "Band every other row"
+
+
+def test_unicode_fixture_keeps_every_code_point():
+    text = read(FIXTURES / "valid" / "unicode.md")
+    l8, l9, l10 = parse_ok(text, "learnings")
+    assert l8.title == "价格列用美元显示，不要小数" and l8.scope == "货币格式"
+    assert l8.provenance == ["2026-07-24 — '价格用美元' 🙂"]
+    assert l9.scope == "typographie française" and "Ça s'applique aussi à « ; »." in l9.body
+    assert blocks.derive_title(l9.body) == "Préférez les espaces insécables avant les deux-points : c'est la règle"
+    assert l10.scope == "emoji status markers 🚦"
+    assert "👍🏽 and 👨‍👩‍👧" in l10.body
+    assert l10.provenance == ['2026-07-24 — "fire for hot, check for done" — with a \\ backslash and a \x07 bell']
+
+
+def test_earlier_implementation_file_reads_unchanged():
+    """whetstone-mcp 0.1.0 wrote the same format into `<slug>-<16hex>.md`: names carry no meaning."""
+    path = FIXTURES / "valid" / "currency-formatting-3f9a1c2b7d4e5f60.md"
+    assert re.fullmatch(r"[a-z0-9-]+-[0-9a-f]{16}\.md", path.name)
+    text = read(path)
+    l1, l3 = parse_ok(text, "learnings")
+    assert (l1.id, l1.title, l1.recurrence, l1.scope) == ("L1", "Format msrp as USD, 0 decimals", 2,
+                                                         "currency formatting")
+    assert (l3.id, l3.recurrence, len(l3.provenance)) == ("L3", 5, 2)
+    assert l3.body == "Negatives in parentheses, e.g. (1,200) rather than -1,200."
+    assert blocks.validate(text, f"learnings/{path.name}", "learnings") == []
+
+
+def test_file_without_final_newline_reads_and_gains_one_on_write():
+    text = read(FIXTURES / "valid" / "no-final-newline.md")
+    assert not text.endswith("\n")
+    (block,) = parse_ok(text, "issues")
+    assert block.body == "Never use Comic Sans, in any size." and block.raw == text
+    changed = blocks.replace(text, block, blocks.update_fields(block, {"scope": "typefaces"}))
+    assert changed == text.replace("- scope: fonts", "- scope: typefaces") + "\n"
+    added = blocks.append(text, blocks.render("I4", "Never", [("scope", "fonts")], "Never."))
+    assert added == text + "\n\n" + "## I4 · Never\n- scope: fonts\n\nNever.\n"
+
+
+# --- CRLF: read like LF, kept as CRLF ---------------------------------------------------------------
+# Decision: a file with Windows line endings (an editor, or git's autocrlf) is valid. Its values,
+# titles and bodies read without '\r'; untouched blocks keep their bytes; what a tool write adds or
+# changes takes the file's CRLF ending, so the file never ends up with mixed line endings.
+
+CRLF = FIXTURES / "valid" / "crlf-windows.md"
+
+
+def no_bare_lf(text: str) -> bool:
+    return re.search(r"(?<!\r)\n", text) is None
+
+
+def test_crlf_file_reads_exactly_like_its_lf_twin():
+    text, twin = read(CRLF), read(FIXTURES / "valid" / "two-blocks.md")
+    assert text == twin.replace("\n", "\r\n") and no_bare_lf(text)
+    got = [(b.id, b.title, b.fields, b.body, b.line) for b in parse_ok(text, "learnings")]
+    assert got == [(b.id, b.title, b.fields, b.body, b.line) for b in parse_ok(twin, "learnings")]
+    assert blocks.validate(text, "learnings/crlf.md", "learnings") == []
+
+
+def test_crlf_file_keeps_crlf_through_every_write():
+    text = read(CRLF)
+    first, second = parse_ok(text, "learnings")
+    bumped = blocks.replace(text, second, blocks.update_fields(
+        second, {"recurrence": "2", "last_seen": "2026-08-01"}, add_provenance="2026-08-01 — 'again'"))
+    assert no_bare_lf(bumped) and bumped.startswith(first.raw)
+    again = parse_ok(bumped, "learnings")[1]
+    assert again.recurrence == 2 and again.provenance[-1] == "2026-08-01 — 'again'"
+
+    reworded = blocks.replace(text, first, learning("L1", "Show prices in whole US dollars."))
+    assert no_bare_lf(reworded) and reworded.endswith(second.raw)
+    assert parse_ok(reworded, "learnings")[0].body == "Show prices in whole US dollars."
+
+    appended = blocks.append(text, learning("L9", "Another rule."))
+    assert no_bare_lf(appended) and appended.startswith(text)
+    assert appended[len(text):].startswith("\r\n## L9 · ")
+    assert [b.id for b in parse_ok(appended, "learnings")] == ["L1", "L4", "L9"]
+
+    assert blocks.remove(text, second) == first.raw[: -len("\r\n")]  # the separating blank line goes
+    assert blocks.remove(text, first) == second.raw
+
+
+# --- writes touch only the block they change ---------------------------------------------------------
+
+def others_unchanged(before: list[blocks.Block], after: list[blocks.Block], changed: str | None) -> None:
+    old = {b.id: b.raw for b in before if b.id != changed}
+    new = {b.id: b.raw for b in after if b.id != changed}
+    assert new == old
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_update_fields_changes_only_the_named_lines_of_one_block(path: Path):
+    text = read(path)
+    folder = folder_of(text)
+    found = parse_ok(text, folder)
+    for block in found:
+        key = "recurrence" if block.kind == "learning" else "scope"
+        value = "7" if key == "recurrence" else "a new scope"
+        new_block = blocks.update_fields(block, {key: value}, add_provenance="2026-08-01 — 'said “again”'")
+        out = blocks.replace(text, block, new_block)
+        rest = text[block.end:]
+        assert out[: block.start] == text[: block.start] and out.endswith(rest)
+        middle = out[block.start: len(out) - len(rest)]
+        assert middle == new_block or (not text.endswith("\n") and middle == new_block + "\n")
+        after = parse_ok(out, folder)
+        others_unchanged(found, after, block.id)
+        (mine,) = [b for b in after if b.id == block.id]
+        assert mine.get(key) == value and mine.body == block.body and mine.title == block.title
+        assert mine.provenance == block.provenance + ["2026-08-01 — 'said “again”'"]
+        old_lines, new_lines = block.raw.rstrip("\r\n").split("\n"), mine.raw.rstrip("\r\n").split("\n")
+        assert len(new_lines) == len(old_lines) + 1
+        # exactly the changed field line differs, and one provenance line was inserted
+        field_line = 1 + [k for k, _ in block.fields].index(key)
+        inserted = new_lines.index(next(line for line in new_lines if "said “again”" in line))
+        assert old_lines[field_line] != new_lines[field_line]
+        assert new_lines[:inserted] == old_lines[:field_line] + [new_lines[field_line]] + \
+            old_lines[field_line + 1:inserted]
+        assert new_lines[inserted + 1:] == old_lines[inserted:]
+
+
+def test_update_fields_edits_values_in_place_and_adds_provenance_after_the_last():
+    text = read(FIXTURES / "valid" / "two-blocks.md")
+    first, second = parse_ok(text, "learnings")
+    new = blocks.update_fields(first, {"recurrence": "3", "last_seen": "2026-08-02"}, "2026-08-02 — 'yes'")
+    assert new == first.raw.replace("- recurrence: 2", "- recurrence: 3").replace(
+        "- last_seen: 2026-07-24", "- last_seen: 2026-08-02").replace(
+        "dollars'\"\n", "dollars'\"\n- provenance: \"2026-08-02 — 'yes'\"\n", 1)
+    # with no provenance yet, the new one goes after the last field, before the blank line
+    (plain,) = parse_ok(learning("L5", "Plain rule."), "learnings")
+    out = blocks.update_fields(plain, {}, "x")
+    assert out.split("\n")[5:7] == ['- provenance: "x"', ""]
+    # unchanged when nothing is asked
+    assert blocks.update_fields(second, {}) == second.raw
+
+
+def test_replace_keeps_the_separator_that_was_there():
+    text = read(FIXTURES / "valid" / "hand-edited-spacing.md")
+    l2, l3, l7 = parse_ok(text, "learnings")
+    new = learning("L3", "Label every legend with its unit, always.")
+    out = blocks.replace(text, l3, new)
+    assert out == text[: l3.start] + new.rstrip("\n") + "\n\n\n\n" + text[l3.end:]
+    after = parse_ok(out, "learnings")
+    others_unchanged([l2, l3, l7], after, "L3")
+    # a replacement given with extra trailing newlines does not add blank lines
+    assert blocks.replace(text, l3, new + "\n\n") == out
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_remove_each_block_leaves_the_others_byte_identical(path: Path):
+    text = read(path)
+    folder = folder_of(text)
+    found = parse_ok(text, folder)
+    for block in found:
+        out = blocks.remove(text, block)
+        rest = [b for b in found if b.id != block.id]
+        if not rest:
+            assert out == ""
+            continue
+        after = parse_ok(out, folder)
+        assert [b.id for b in after] == [b.id for b in rest]
+        for old, new in zip(rest[:-1], after[:-1]):
+            assert new.raw == old.raw
+        if block is found[-1]:
+            # the last block went: the one before it now ends the file, with exactly one newline
+            newline = "\r\n" if "\r\n" in text else "\n"
+            assert out == text[: block.start].rstrip("\r\n") + newline
+        else:
+            assert after[-1].raw == rest[-1].raw
+            assert out == text[: block.start] + text[block.end:]
+
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_append_keeps_the_file_and_adds_one_blank_line(path: Path):
+    text = read(path)
+    folder = folder_of(text)
+    found = parse_ok(text, folder)
+    bid = ("L" if folder == "learnings" else "I") + "99"
+    fields = [("recurrence", "1"), ("first_seen", "2026-08-01"), ("last_seen", "2026-08-01"),
+              ("scope", "new")] if folder == "learnings" else [("scope", "new")]
+    new = blocks.render(bid, "A new rule", fields, "A new rule.")
+    out = blocks.append(text, new)
+    newline = "\r\n" if "\r\n" in text else "\n"
+    base = text if text.endswith("\n") else text + newline
+    assert out.startswith(base)
+    tail = out[len(base):]
+    if re.search(r"\n[ \t\r]*\n\Z", base):  # already ends with a blank line: nothing added
+        assert tail == new.replace("\n", newline)
+    else:
+        assert tail == newline + new.replace("\n", newline)
+    after = parse_ok(out, folder)
+    assert [b.id for b in after] == [b.id for b in found] + [bid]
+    for old, now in zip(found[:-1], after):
+        assert now.raw == old.raw
+
+
+def test_append_to_an_empty_or_blank_file_is_the_block_alone():
+    new = learning("L1", "Rule.")
+    assert blocks.append("", new) == new
+    assert blocks.append("\n\n", new) == new
+
+
+# --- validation: every error as path:line: message ------------------------------------------------
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
+def test_invalid_fixture_reports_exactly_the_expected_errors(path: Path):
+    shown, folder, expected = expected_errors(path)
+    text = read(path)
+    got = [str(e) for e in blocks.validate(text, shown, folder)]
+    assert got == expected
+    assert [str(e) for e in blocks.parse(text, shown, folder).errors] == expected
+    for line in got:
+        match = re.fullmatch(r"(.+?):(\d+): (.+)", line)
+        assert match and match.group(1) == shown
+        assert 1 <= int(match.group(2)) <= text.count("\n") + 1
+
+
+def test_format_error_prints_as_path_line_message():
+    error = FormatError("learnings/color-8f2a.md", 14, "recurrence must be a positive integer, got '0'")
+    assert str(error) == "learnings/color-8f2a.md:14: recurrence must be a positive integer, got '0'"
+
+
+def test_blocks_with_errors_are_left_out_and_their_neighbours_kept():
+    text = read(FIXTURES / "invalid" / "unknown-id-prefix.md")
+    parsed = blocks.parse(text, "learnings/x.md", "learnings")
+    assert [b.id for b in parsed.blocks] == ["L1"] and len(parsed.errors) == 2
+    # read with no folder, an I block is fine and only the unknown X3 is an error
+    parsed = blocks.parse(text, "x.md")
+    assert [b.id for b in parsed.blocks] == ["L1", "I2"]
+    assert [str(e) for e in parsed.errors] == [
+        "x.md:14: unknown id 'X3': expected L<n> for a learning or I<n> for an issue"]
+
+
+@pytest.mark.parametrize(("text", "line", "message"), [
+    (learning().replace("- recurrence: 1", "- recurrence:"), 2, "recurrence must be a positive integer, got ''"),
+    (learning().replace("- recurrence: 1", "- recurrence: 1.5"), 2, "recurrence must be a positive integer"),
+    (learning().replace("- recurrence: 1", "- recurrence: 01"), 2, "recurrence must be a positive integer"),
+    (learning().replace("2026-07-23", "2026-7-23"), 3, "first_seen must be a date (YYYY-MM-DD), got '2026-7-23'"),
+    (learning().replace("2026-07-24", "2025-02-29"), 4, "last_seen must be a date (YYYY-MM-DD), got '2025-02-29'"),
+    (learning().replace("2026-07-24", "2026-07-22"), 1, "L1: last_seen 2026-07-22 is before first_seen 2026-07-23"),
+    (learning().replace("## L1", "## L0"), 1, "malformed id 'L0'"),
+    (learning().replace("## L1 · ", "##  L1 · "), 1, "malformed heading"),
+    (learning().replace("## L1 · ", "## L1 ·"), 1, "malformed heading"),
+    (learning().replace("- scope: scope", "* scope: scope"), 5, "malformed field"),
+    ("## L1 · t\nBody right under the heading.\n", 2, "L1 has no metadata lines"),
+    (learning() + "\n## L2 · x\n", 9, "L2 has an empty body"),
+    (learning(body="Text\n\n## Section"), 9, "malformed heading"),  # "## " always starts a block
+    (learning(body="Text\n\n   ### Indented"), 9, "a heading inside a body"),
+    (learning(body="Text\n="), 8, "a heading inside a body"),
+    (learning(body="<pre>\ncode"), 7, "raw HTML that is never closed"),
+    (learning(body="```\n```x\n"), 7, "a code fence that is never closed"),
+    ("\ufeff" + learning(), 1, "byte-order mark"),
+    ("# My learnings\n\n" + learning(), 1, "text before the first block"),
+])
+def test_single_error_cases(text: str, line: int, message: str):
+    errors = blocks.validate(text, "learnings/t.md", "learnings")
+    assert errors, text
+    assert (errors[0].line, errors[0].path) == (line, "learnings/t.md"), [str(e) for e in errors]
+    assert message in errors[0].message
+
+
+def test_conflict_markers_are_found_wherever_they_are():
+    text = learning() + "\n<<<<<<< ours\n" + learning("L2") + "=======\n" + learning("L3") + ">>>>>>> theirs\n"
+    lines = {e.line for e in blocks.validate(text, "t.md", "learnings")
+             if e.message == "unresolved merge conflict marker"}
+    all_lines = text.split("\n")
+    assert lines == {i + 1 for i, l in enumerate(all_lines) if l[:7] in ("<<<<<<<", "=======", ">>>>>>>")}
+
+
+def test_valid_things_that_look_risky_are_accepted():
+    for body in ["Text\n\n---\n\nafter a thematic break", "* a star list is its own list", "1. ordered list",
+                 "Text\n\n```sh\n# shell comment\n```", "<!-- a closed comment -->\nText",
+                 "Use `#` for comments, C# and F# are fine", "Text with - a dash and ## inside a line",
+                 "~~~\n===\n~~~", "Text\n\n> quoted\n---", "-x is not a list item"]:
+        text = learning(body=body)
+        assert blocks.validate(text, "t.md", "learnings") == [], body
+        (block,) = parse_ok(text, "learnings")
+        assert block.body == body
+
+
+# --- the fast reader and mistune agree ---------------------------------------------------------------
+
+@pytest.mark.parametrize("path", VALID, ids=lambda p: p.name)
+def test_line_reader_and_mistune_agree_on_valid_fixture(path: Path):
+    text = read(path)
+    found = parse_ok(text, folder_of(text))
+    view = blocks.markdown_view(text)
+    assert len(view) == len(found)
+    for block, (heading, items, has_body) in zip(found, view):
+        assert heading.startswith(f"{block.id} {DOT} ")
+        assert [item.split(":", 1)[0] for item in items] == [key for key, _ in block.fields]
+        assert all("\n" not in item for item in items)
+        assert has_body
+
+
+@pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
+def test_invalid_fixture_is_refused_by_validate(path: Path):
+    _, folder, _ = expected_errors(path)
+    assert blocks.validate(read(path), "x.md", folder)
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("- a list right under the metadata", "items"),
+    ("  indented text", "nobody"),
+    ("Text\nunderlined\n---", "heading"),
+    ("```\nnever closed", "swallowed"),
+    ("<!-- never closed", "swallowed"),
+])
+def test_reader_errors_for_markdown_structure_are_what_mistune_really_sees(body: str, why: str):
+    """The reader's markdown-structure errors are real: mistune reads these blocks differently."""
+    text = learning("L1", body) + "\n" + learning("L2", "Second rule.")
+    assert blocks.parse(text, "t.md", "learnings").errors
+    view = blocks.markdown_view(text)
+    if why == "items":
+        assert len(view[0][1]) == 5  # the body became a fifth metadata item
+    elif why == "nobody":
+        assert view[0][2] is False
+    elif why == "heading":
+        assert len(view) == 3
+    else:
+        assert len(view) == 1  # the second block vanished into the first
+
+
+_PIECES = ["a", "Foo bar", "-", "- ", "*", "+ ", "1. ", "10) ", ">", " ", "  ", "    ", "\t", "#", "## ",
+           "```", "~~~", "---", "===", "=", "<div>", "<!--", "-->", "<pre>", "</pre>", "<?", "<!X", "|",
+           "\\", "`", "[x]: /u", "***", "\n", "\n", "\n\n", "·", "L2", "<a>"]
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=list(HealthCheck))
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=12))
+def test_whatever_the_line_reader_accepts_mistune_reads_the_same_way(parts: list[str]):
+    body = "".join(parts).strip("\n")
+    text = learning("L1", body) + "\n" + learning("L2", "End.")
+    parsed = blocks.parse(text, "t.md", "learnings")
+    if parsed.errors:
+        assert blocks.validate(text, "t.md", "learnings")
+        return
+    view = blocks.markdown_view(text)
+    assert len(view) == len(parsed.blocks) == 2
+    for block, (_, items, has_body) in zip(parsed.blocks, view):
+        assert [i.split(":", 1)[0] for i in items] == [k for k, _ in block.fields]
+        assert has_body
+    assert blocks.validate(text, "t.md", "learnings") == []
+
+
+# --- titles ---------------------------------------------------------------------------------------
+
+@pytest.mark.parametrize(("body", "title"), [
+    ("Format the price (msrp) column as US dollars with no decimal places.",
+     "Format the price (msrp) column as US dollars with no decimal places"),
+    ("Show prices in U.S. dollars. Round to whole numbers.", "Show prices in U.S. dollars"),
+    ("Show prices in U.S. Dollars. Round to whole numbers.", "Show prices in U.S. Dollars"),
+    ("Prefer a serif, e.g. Georgia. Never Arial.", "Prefer a serif, e.g. Georgia"),
+    ("Why green? Use a warm ramp.", "Why green?"),
+    ("Stop! Square corners only.", "Stop!"),
+    ("Use 3.5 pt rules. Thin ones.", "Use 3.5 pt rules"),
+    ("First paragraph, no stop\n\nSecond paragraph.", "First paragraph, no stop"),
+    ("First paragraph\n   \nSecond paragraph after a line of spaces.", "First paragraph"),
+    ("A sentence that\nwraps onto a second line. And more.", "A sentence that wraps onto a second line"),
+    ("价格列用美元显示。不要小数。", "价格列用美元显示"),
+    ("  Leading and trailing blanks.  \n", "Leading and trailing blanks"),
+    ("Use 🔥 for hot items. ✅ for done.", "Use 🔥 for hot items. ✅ for done"),
+    ("Préférez l'euro. Ça évite les conversions.", "Préférez l'euro"),
+    ("Используйте рубли. Без копеек.", "Используйте рубли"),
+    ("Say “no decimals.” Then stop.", "Say “no decimals.” Then stop"),
+    ("Write it as «net». «Gross» is wrong.", "Write it as «net»"),
+])
+def test_derive_title(body: str, title: str):
+    assert blocks.derive_title(body) == title
+
+
+def test_long_first_sentence_is_cut_at_a_word_boundary():
+    body = ("Always format every currency column in the quarterly revenue table as whole US dollars "
+            "with thousands separators and no decimals. Second sentence.")
+    title = blocks.derive_title(body)
+    assert title.endswith("…") and len(title) <= blocks.TITLE_LIMIT
+    kept = title[:-1]
+    assert body.startswith(kept) and body[len(kept)] == " "
+    assert kept == "Always format every currency column in the quarterly revenue table as"
+
+
+def test_a_word_ending_exactly_at_the_limit_is_kept():
+    words = "abcd efgh " * 10
+    title = blocks.derive_title(words, limit=20)
+    assert title == "abcd efgh abcd efgh…"  # 19 characters fit, the space after them is the cut
+
+
+def test_one_token_longer_than_the_limit_is_cut_inside():
+    body = "https://example.com/" + "x" * 100 + " is the docs link."
+    title = blocks.derive_title(body)
+    assert len(title) == blocks.TITLE_LIMIT and title.endswith("…") and body.startswith(title[:-1])
+    cjk = "价格" * 60
+    assert blocks.derive_title(cjk) == cjk[: blocks.TITLE_LIMIT - 1] + "…"
+
+
+_WORD = st.text(alphabet=st.characters(whitelist_categories=("Ll", "Lu", "Lo", "Nd")), min_size=1, max_size=14)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(_WORD, min_size=1, max_size=40), st.integers(min_value=20, max_value=120))
+def test_titles_never_cut_mid_word(words: list[str], limit: int):
+    sentence = " ".join(words)
+    assume(all(len(w) < limit // 3 for w in words))
+    title = blocks.derive_title(sentence, limit=limit)
+    assert 0 < len(title) <= limit
+    if title.endswith("…"):
+        kept = title[:-1]
+        assert sentence.startswith(kept) and sentence[len(kept)] == " "
+    else:
+        assert title == sentence
+
+
+# --- values -----------------------------------------------------------------------------------------
+
+@given(st.text())
+def test_encode_decode_value_round_trip(value: str):
+    encoded = blocks.encode_value(value)
+    assert "\n" not in encoded and "\r" not in encoded and encoded.startswith('"')
+    assert blocks.decode_value(encoded) == value
+
+
+def test_decode_value_leaves_unquoted_or_broken_values_as_written():
+    assert blocks.decode_value("typed by hand") == "typed by hand"
+    assert blocks.decode_value('"never closed') == '"never closed'
+
+
+# --- render -> parse over generated entries ------------------------------------------------------
+# Bodies and scopes restricted to what capture would write: clean_body/clean_scope leave them as
+# they are (no control characters, no line starting with '#', no conflict markers), and every line
+# starts with a letter, digit or symbol, so no line opens markdown structure (a list, an underline,
+# a fence, raw HTML).
+
+_CHAR = st.characters(blacklist_categories=("Cc", "Cs", "Co", "Cn", "Zl", "Zp"))
+_LINE = st.tuples(st.characters(whitelist_categories=("L", "N", "So")), st.text(_CHAR, max_size=50)).map(
+    lambda t: (t[0] + t[1]).rstrip())
+_PARAGRAPH = st.lists(_LINE, min_size=1, max_size=3).map("\n".join)
+_BODY = st.lists(_PARAGRAPH, min_size=1, max_size=3).map("\n\n".join)
+_SCOPE = st.text(_CHAR, min_size=1, max_size=60).map(lambda s: " ".join(s.split())).filter(bool)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(kind=st.sampled_from("LI"), number=st.integers(1, 10**6), body=_BODY, scope=_SCOPE,
+       recurrence=st.integers(1, 10**4), provenance=st.lists(st.text(), max_size=3),
+       days=st.tuples(st.dates(), st.dates()))
+def test_render_then_parse_gives_the_entry_back(kind, number, body, scope, recurrence, provenance, days):
+    import unicodedata
+
+    from git_whetstone.capture import clean_body, clean_scope
+
+    body = unicodedata.normalize("NFC", body)
+    scope = unicodedata.normalize("NFC", scope)
+    assume(body.strip() == body and len(body) <= 4000)
+    try:
+        assert clean_body(body) == body and clean_scope(scope) == scope
+    except Exception:  # capture would refuse it, so it never reaches the writer
+        assume(False)
+    first, last = sorted(days)
+    fields = [("scope", scope)] + [("provenance", blocks.encode_value(p)) for p in provenance]
+    if kind == "L":
+        fields = [("recurrence", str(recurrence)), ("first_seen", first.isoformat()),
+                  ("last_seen", last.isoformat())] + fields
+    bid, title = f"{kind}{number}", blocks.derive_title(body)
+    text = blocks.render(bid, title, fields, body)
+    parsed = blocks.parse(text, "t.md", "learnings" if kind == "L" else "issues")
+    assert parsed.errors == [], [str(e) for e in parsed.errors]
+    (block,) = parsed.blocks
+    assert (block.id, block.title, block.fields, block.body) == (bid, title, tuple(fields), body)
+    assert block.provenance == provenance and block.scope == scope
+    assert blocks.render(block.id, block.title, block.fields, block.body) == text == block.raw
+    assert blocks.validate(text, "t.md") == []
+
+
+# --- capture never writes a body the format cannot hold ---------------------------------------------
+
+@pytest.mark.parametrize("body", ["- warm colours\n- no green", "Palette\n---\nwarm only", "Palette\n===",
+                                  "```\nnever closed", "<!-- never closed", "[docs]: https://example.com"])
+def test_capture_refuses_a_body_the_block_format_cannot_hold(body: str):
+    """A body that starts with a '-' list item or holds an underlined heading would be written, then read
+    as metadata or a heading (mistune agrees), dropped on read and refused by validation."""
+    from git_whetstone.capture import clean_body
+    from git_whetstone.errors import WhetstoneError
+
+    assert blocks.validate(learning("L1", body), "t.md", "learnings")
+    with pytest.raises(WhetstoneError):
+        clean_body(body)
