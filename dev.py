@@ -36,8 +36,15 @@ def ensure_venv(extras: str) -> None:
         venv.EnvBuilder(with_pip=True).create(VENV)
     stamp = VENV / ".whetstone-installed"
     want = hashlib.sha256((HERE / "pyproject.toml").read_bytes() + extras.encode()).hexdigest()
-    if stamp.exists() and stamp.read_text() == want:
-        return
+    if not (stamp.exists() and stamp.read_text() == want):
+        install(extras, stamp, want)
+    # An editable install has no bytecode, and PYTHONDONTWRITEBYTECODE (set in some shells and CI)
+    # would make every command compile whetstone again; compile what changed, as an install does.
+    subprocess.run([str(BIN / "python"), "-m", "compileall", "-q", str(HERE / "git_whetstone"),
+                    str(HERE / "mcp_entry")], check=False, stdout=subprocess.DEVNULL)
+
+
+def install(extras: str, stamp: Path, want: str) -> None:
     say(f"installing whetstone{extras} into {VENV}")
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)

@@ -396,6 +396,27 @@ def wall(cmd: list[str], env: dict[str, str], n: int) -> Measure:
     return Measure(runs)
 
 
+def spawn_to_initialize(env: dict[str, str], n: int) -> Measure:
+    """Wall time from spawning the MCP server to its answer to `initialize`, over a raw pipe."""
+    request = {"jsonrpc": "2.0", "id": 1, "method": "initialize",
+               "params": {"protocolVersion": "2025-06-18", "capabilities": {},
+                          "clientInfo": {"name": "bench", "version": "0"}}}
+    runs = []
+    for _ in range(n + 1):  # the first spawn warms the file cache and is not counted
+        start = time.perf_counter()
+        proc = subprocess.Popen([sys.executable, "-m", "mcp_entry.server"], stdin=subprocess.PIPE,
+                                stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+        proc.stdin.write((json.dumps(request) + "\n").encode())
+        proc.stdin.flush()
+        reply = json.loads(proc.stdout.readline())
+        runs.append((time.perf_counter() - start) * 1000)
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        if reply.get("result", {}).get("serverInfo", {}).get("name") != "whetstone":
+            raise SystemExit(f"the MCP server answered initialize with {reply}")
+    return Measure(runs[1:])
+
+
 def intents(rng: random.Random, count: int) -> list[str]:
     out = []
     for _ in range(count):
@@ -575,7 +596,8 @@ def table(sizes: list[int], results: dict[int, dict[str, Measure]], builds: dict
         lines.append(f"{'store build: ' + part:<46}" + "".join(f"{fmt_ms(builds[s][part] * 1000):>16}" for s in sizes))
     lines.append("-" * len(head))
     for name, label in (("help", "python -m git_whetstone --help"), ("numpy", 'floor: python -c "import numpy"'),
-                        ("pass", "floor: python -c pass")):
+                        ("pass", "floor: python -c pass"), ("mcp_init", "MCP server: spawn to initialize answered"),
+                        ("mcp_import", 'floor: python -c "import mcp.server.mcpserver"')):
         m = floors[name]
         lines.append(f"{label:<46}{fmt_ms(m.median):>16}   (median of {len(m.runs)}, min {fmt_ms(min(m.runs))})")
     lines.append("")
@@ -615,6 +637,12 @@ def main(argv: list[str] | None = None) -> int:
     import git_whetstone
     from git_whetstone import config
 
+    # Measure the program as installed: an installed package has bytecode, but an editable checkout
+    # under PYTHONDONTWRITEBYTECODE would compile every module in every CLI process.
+    import compileall
+    for package in ("git_whetstone", "mcp_entry"):
+        compileall.compile_dir(str(REPO / package), quiet=1)
+
     cfg = config.load(root)
     results: dict[int, dict[str, Measure]] = {}
     builds: dict[int, dict[str, float]] = {}
@@ -626,7 +654,9 @@ def main(argv: list[str] | None = None) -> int:
         n = max(5, args.repeat // 2)
         floors = {"pass": wall([sys.executable, "-c", "pass"], env, n),
                   "numpy": wall([sys.executable, "-c", "import numpy"], env, n),
-                  "help": wall([sys.executable, "-m", "git_whetstone", "--help"], env, n)}
+                  "help": wall([sys.executable, "-m", "git_whetstone", "--help"], env, n),
+                  "mcp_init": spawn_to_initialize(env, n),
+                  "mcp_import": wall([sys.executable, "-c", "import mcp.server.mcpserver"], env, n)}
         for size in sizes:
             say(f"… {size:,} entries")
             results[size], builds[size], profiles[size] = bench_size(size, root, cfg, env, args,

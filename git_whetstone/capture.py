@@ -152,16 +152,15 @@ class Context:
 
     def nearest(self, body: str, scope: str, exclude: str | None = None) -> list[tuple[index_mod.Entry, Verdict]]:
         """Stored entries ranked by likeness to `body`, each with the judge's verdict."""
-        if not self.snap.entries:
+        if not self.snap.count:
             return []
         body_vec, scope_vec = self.embedder.embed([body, scope])
-        sims = self.snap.vectors @ body_vec
+        sims = np.where(self.snap.alive, self.snap.vectors @ body_vec, -1.0)
         scope_sims = self.snap.phrases @ scope_vec
         floor = min(self.config.threshold("grey"), self.config.threshold("conflict"))
+        near = np.flatnonzero(sims >= floor)
         out = []
-        for row in np.argsort(-sims)[:25]:
-            if sims[row] < floor:
-                break
+        for row in near[np.lexsort((self.snap.id_key[near], -sims[near]))][:25]:
             e = self.snap.entries[row]
             if e.id == exclude:
                 continue
@@ -187,7 +186,7 @@ def _new_block(ctx: Context, kind: str, body: str, scope: str, provenance: list[
                pending: dict[str, str | None], recurrence: int = 1, first_seen: str | None = None) -> str:
     """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
     included) and return its id."""
-    entry_id, ids_text = ctx.store.mint(kind, set(ctx.snap.by_id))
+    entry_id, ids_text = ctx.store.mint(kind, ctx.snap.top)
     day = today().isoformat()
     fields: list[tuple[str, str]] = []
     if kind == "learning":

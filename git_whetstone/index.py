@@ -17,7 +17,7 @@ import hashlib
 import json
 import os
 import sqlite3
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import NamedTuple
 
 import numpy as np
@@ -57,7 +57,7 @@ class Entry(NamedTuple):
 
 @dataclass
 class FileRows:
-    """One scope file's share of the index."""
+    """One scope file's share of the index, with per-entry columns ready to concatenate."""
 
     stamp: str
     entries: list[Entry]
@@ -66,26 +66,248 @@ class FileRows:
     sums: np.ndarray                          # (scopes, dim): sum of the entry vectors per scope
     phrases: np.ndarray                       # (scopes, dim): the scope phrase, embedded
     warning: str | None = None
+    scope_index: np.ndarray = field(init=False)   # entry -> position in `scopes`
+    scope_at: dict[tuple[str, str], int] = field(init=False)  # (kind, key) -> position in `scopes`
+    recurrence: np.ndarray = field(init=False)
+    last_seen: np.ndarray = field(init=False)     # day numbers, 0 when unknown
+    top: dict[str, int] = field(init=False)       # highest id number per prefix
+
+    def __post_init__(self) -> None:
+        self.scope_at = local = {(kind, key): i for i, (kind, key, _) in enumerate(self.scopes)}
+        n = len(self.entries)
+        if len(local) == 1:
+            self.scope_index = np.zeros(n, np.int64)
+        else:
+            self.scope_index = np.fromiter((local[(e.kind, scope_key(e.scope))] for e in self.entries), np.int64, n)
+        self.recurrence = np.fromiter((e.recurrence for e in self.entries), np.int64, n)
+        self.last_seen = np.fromiter((_day(e.last_seen) for e in self.entries), np.int64, n)
+        self.top = {prefix: max((int(e.id[1:]) for e in self.entries if e.id[0] == prefix), default=0)
+                    for prefix in ("L", "I")}
 
 
-@dataclass
 class Snapshot:
-    """Everything recall and capture need, as arrays: row i of `vectors` is `entries[i]`."""
+    """Everything recall and capture need, as arrays over rows: row i of `vectors` is `entries[i]`.
 
-    stamps: dict[str, str]
-    files: dict[str, FileRows]
-    entries: list[Entry] = field(default_factory=list)
-    vectors: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    by_id: dict[str, int] = field(default_factory=dict)
-    is_learning: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))
-    recurrence: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    last_seen: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))  # proleptic day numbers
-    scopes: list[tuple[str, str, str]] = field(default_factory=list)  # (kind, key, display)
-    scope_of: np.ndarray = field(default_factory=lambda: np.zeros(0, np.int64))
-    phrases: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    centroids: np.ndarray = field(default_factory=lambda: np.zeros((0, 0), np.float32))
-    known: dict[tuple[str, str], str] = field(default_factory=dict)  # (kind, scope key) -> its file
-    warnings: list[str] = field(default_factory=list)
+    Rows are grouped per file and patched in place when files change: a changed file's old rows
+    are marked dead (`alive` False) and its new rows appended, so a capture costs work in
+    proportion to one file, not the store. Dead rows are compacted away once they are a third of
+    the store. Row order therefore carries no meaning; recall breaks ties by id (`id_key`).
+    """
+
+    def __init__(self, dim: int, capacity: int = 0, scope_capacity: int = 0) -> None:
+        self.dim = dim
+        self.stamps: dict[str, str] = {}
+        self.files: dict[str, FileRows] = {}
+        self.rows: dict[str, np.ndarray] = {}          # file -> its row numbers
+        self.entries: list[Entry | None] = []           # by row; None once dead
+        self.by_id: dict[str, int] = {}
+        self.size = 0
+        self._vectors = np.zeros((max(capacity, 16), dim), np.float32)
+        self._alive = np.zeros(len(self._vectors), bool)
+        self._learning = np.zeros(len(self._vectors), bool)
+        self._recurrence = np.zeros(len(self._vectors), np.int64)
+        self._last_seen = np.zeros(len(self._vectors), np.int64)
+        self._scope_of = np.zeros(len(self._vectors), np.int64)
+        self._id_key = np.zeros(len(self._vectors), np.int64)
+        self.scopes: list[tuple[str, str, str]] = []    # (kind, key, display), by scope number
+        self.scope_number: dict[tuple[str, str], int] = {}
+        self.holders: dict[tuple[str, str], dict[str, None]] = {}  # scope -> files holding it, in order
+        self._sums = np.zeros((max(scope_capacity, 16), dim), np.float64)
+        self._phrases = np.zeros((len(self._sums), dim), np.float32)
+        self._centroids = np.zeros((len(self._sums), dim), np.float32)
+        self.duplicates: dict[str, list[str]] = {}      # file -> warnings about ids it repeats
+        self.notice: str | None = None                  # said once, by the call that saw it
+        self.dead = 0
+
+    # --- views ----------------------------------------------------------------------------------
+    @property
+    def vectors(self) -> np.ndarray:
+        return self._vectors[: self.size]
+
+    @property
+    def alive(self) -> np.ndarray:
+        return self._alive[: self.size]
+
+    @property
+    def is_learning(self) -> np.ndarray:
+        return self._learning[: self.size]
+
+    @property
+    def recurrence(self) -> np.ndarray:
+        return self._recurrence[: self.size]
+
+    @property
+    def last_seen(self) -> np.ndarray:
+        return self._last_seen[: self.size]
+
+    @property
+    def scope_of(self) -> np.ndarray:
+        return self._scope_of[: self.size]
+
+    @property
+    def id_key(self) -> np.ndarray:
+        """A sort key per row that orders by id (L1, I1, L2, …); ties in recall break on it."""
+        return self._id_key[: self.size]
+
+    @property
+    def phrases(self) -> np.ndarray:
+        return self._phrases[: len(self.scopes)]
+
+    @property
+    def centroids(self) -> np.ndarray:
+        return self._centroids[: len(self.scopes)]
+
+    @property
+    def count(self) -> int:
+        return len(self.by_id)
+
+    @property
+    def known(self) -> dict[tuple[str, str], str]:
+        """(kind, scope key) -> the first file that holds it."""
+        return {scope: next(iter(files)) for scope, files in self.holders.items() if files}
+
+    @property
+    def top(self) -> dict[str, int]:
+        return {prefix: max((r.top[prefix] for r in self.files.values()), default=0) for prefix in ("L", "I")}
+
+    @property
+    def warnings(self) -> list[str]:
+        out = [self.notice] if self.notice else []
+        for path in sorted(self.files):
+            if self.files[path].warning:
+                out.append(self.files[path].warning)
+            out += self.duplicates.get(path, [])
+        return out
+
+    # --- changes --------------------------------------------------------------------------------
+    def remove_file(self, path: str) -> None:
+        rows = self.files.pop(path, None)
+        if rows is None:
+            return
+        numbers = self.rows.pop(path)
+        self._alive[numbers] = False
+        self.dead += len(numbers)
+        for number in numbers:
+            entry = self.entries[number]
+            if entry is not None and self.by_id.get(entry.id) == number:
+                del self.by_id[entry.id]
+            self.entries[number] = None
+        self.duplicates.pop(path, None)
+        touched = []
+        for kind, key, _ in rows.scopes:
+            self.holders[(kind, key)].pop(path, None)
+            touched.append(self.scope_number[(kind, key)])
+        self._settle(touched)
+
+    def add_file(self, path: str, rows: FileRows) -> None:
+        self.add_files([(path, rows)])
+
+    def add_files(self, items: list[tuple[str, FileRows]]) -> None:
+        """Append the rows of files not in the snapshot yet (a whole store at once when building)."""
+        total = sum(len(rows.entries) for _, rows in items)
+        self._grow_rows(self.size + total)
+        start = self.size
+        touched: list[int] = []
+        columns: dict[str, list] = {"vectors": [], "learning": [], "recurrence": [], "last_seen": [],
+                                    "scope_of": []}
+        for path, rows in items:
+            n = len(rows.entries)
+            mapping = []
+            for j, (kind, key, display) in enumerate(rows.scopes):
+                at = self.scope_number.get((kind, key))
+                if at is None:
+                    self._grow_scopes(len(self.scopes) + 1)
+                    at = self.scope_number[(kind, key)] = len(self.scopes)
+                    self.scopes.append((kind, key, display))
+                    self.holders[(kind, key)] = {}
+                if not self.holders[(kind, key)]:  # (re)born scope: its phrase comes from this file
+                    self.scopes[at] = (kind, key, display)
+                    self._phrases[at] = rows.phrases[j]
+                self.holders[(kind, key)][path] = None
+                mapping.append(at)
+            touched += mapping
+            columns["vectors"].append(rows.vectors)
+            columns["learning"].append(np.full(n, path.startswith("learnings/")))
+            columns["recurrence"].append(rows.recurrence)
+            columns["last_seen"].append(rows.last_seen)
+            columns["scope_of"].append(np.array(mapping, np.int64)[rows.scope_index] if n else
+                                       np.zeros(0, np.int64))
+            numbers = np.arange(self.size, self.size + n)
+            dupes = []
+            for number, entry in zip(range(self.size, self.size + n), rows.entries):
+                other = self.by_id.get(entry.id)
+                if other is None:
+                    self.by_id[entry.id] = number
+                else:
+                    dupes.append((number, f"{path}:{entry.line}: duplicate id {entry.id} (also in "
+                                          f"{self.entries[other].path}); this copy is left out"))
+            self.entries.extend(rows.entries)
+            self.size += n
+            self.files[path] = rows
+            self.rows[path] = numbers
+            if dupes:
+                self.duplicates[path] = [text for _, text in dupes]
+                columns.setdefault("dead", []).extend(number for number, _ in dupes)
+        if total:
+            sl = slice(start, self.size)
+            self._vectors[sl] = np.concatenate(columns["vectors"])
+            self._alive[sl] = True
+            self._alive[columns.get("dead", [])] = False
+            self._learning[sl] = np.concatenate(columns["learning"])
+            self._recurrence[sl] = np.concatenate(columns["recurrence"])
+            self._last_seen[sl] = np.concatenate(columns["last_seen"])
+            self._scope_of[sl] = np.concatenate(columns["scope_of"])
+            self._id_key[sl] = [int(e.id[1:]) * 2 + (e.id[0] == "I") for e in self.entries[start:]]
+        self._settle(touched)
+
+    def _settle(self, touched: list[int]) -> None:
+        """Recompute the touched scopes' sums (over their files, in path order, exactly as a fresh
+        build adds them) and centroids; a scope no file holds any more matches nothing."""
+        if not touched:
+            return
+        at = np.array(sorted(set(touched)), np.int64)  # (np.unique would import numpy.ma: 12 ms)
+        for i in at:
+            kind, key, _ = self.scopes[i]
+            holders = self.holders[(kind, key)]
+            if len(holders) == 1:  # the usual case: one file per scope
+                rows = self.files[next(iter(holders))]
+                self._sums[i] = rows.sums[rows.scope_at[(kind, key)]]
+                continue
+            total = np.zeros(self.dim, np.float64)
+            for path in sorted(holders):
+                rows = self.files[path]
+                total += rows.sums[rows.scope_at[(kind, key)]]
+            self._sums[i] = total
+        sums = self._sums[at]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        empty = np.array([not self.holders[self.scopes[i][:2]] for i in at])
+        norms[norms == 0] = 1
+        self._centroids[at] = sums / norms
+        if empty.any():
+            gone = at[empty]
+            self._centroids[gone] = 0
+            self._phrases[gone] = 0
+            self._sums[gone] = 0
+
+    def _grow_rows(self, need: int) -> None:
+        if need <= len(self._vectors):
+            return
+        cap = max(need, len(self._vectors) * 3 // 2)
+        for name in ("_vectors", "_alive", "_learning", "_recurrence", "_last_seen", "_scope_of", "_id_key"):
+            old = getattr(self, name)
+            new = np.zeros((cap, *old.shape[1:]), old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
+
+    def _grow_scopes(self, need: int) -> None:
+        if need <= len(self._sums):
+            return
+        cap = max(need, len(self._sums) * 3 // 2)
+        for name in ("_sums", "_phrases", "_centroids"):
+            old = getattr(self, name)
+            new = np.zeros((cap, self.dim), old.dtype)
+            new[: len(old)] = old
+            setattr(self, name, new)
 
 
 _CACHE: dict[tuple[str, str], Snapshot] = {}
@@ -114,18 +336,17 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
     key = (str(store.path), embedder.identity)
     stamps = _scan(store)
     cached = _CACHE.get(key)
-    if cached is not None and cached.stamps == stamps:
-        return cached
+    if cached is not None:
+        cached.notice = None
+        if cached.stamps == stamps:
+            return cached
     try:
         snap = _refresh(store, embedder, stamps, cached)
     except sqlite3.DatabaseError as exc:
         _discard(store)
         _CACHE.pop(key, None)
         snap = _refresh(store, embedder, stamps, None)
-        _CACHE[key] = snap
-        # said once, by the call that rebuilt it; the cached snapshot stays clean
-        return replace(snap, warnings=[f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown",
-                                       *snap.warnings])
+        snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     _CACHE[key] = snap
     return snap
 
@@ -157,35 +378,53 @@ def _connect(store: Store) -> sqlite3.Connection:
 
 
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None) -> Snapshot:
+    """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`."""
     db = _connect(store)
     try:
-        files = dict(cached.files) if cached is not None else _load_files(db, embedder, stamps)
-        head_moved = cached is None or cached.stamps.get("@HEAD") != stamps["@HEAD"]
-        changed = [p for p, s in stamps.items() if p != "@HEAD" and (
-            p not in files or files[p].stamp != s or (head_moved and files[p].warning))]
-        removed = [p for p in files if p not in stamps]
-        touched = {s[:2] for p in changed + removed if p in files for s in files[p].scopes}
+        if cached is None:
+            known = _load_files(db, embedder, stamps)
+            snap = Snapshot(embedder.dim, sum(len(r.entries) for r in known.values()) + 64,
+                            sum(len(r.scopes) for r in known.values()) + 16)
+            snap.add_files([(path, known[path]) for path in sorted(known)])
+            snap.stamps = {"@HEAD": ""}
+        else:
+            snap = cached
+        head_moved = snap.stamps.get("@HEAD") != stamps["@HEAD"]
+        changed = sorted(p for p, s in stamps.items() if p != "@HEAD" and (
+            p not in snap.files or snap.files[p].stamp != s or (head_moved and snap.files[p].warning)))
+        removed = [p for p in snap.files if p not in stamps]
+        touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
+        if not changed and not removed:  # a fresh process on a fresh index: nothing to write
+            snap.stamps = stamps
+            return snap
         db.execute("BEGIN IMMEDIATE")
         for path in removed:
-            del files[path]
+            snap.remove_file(path)
             db.execute("DELETE FROM files WHERE path=?", (path,))
         if changed:
             parsed = {path: read_file(store, path) for path in changed}
             texts = [e.body for entries, _ in parsed.values() for e in entries]
             texts += [e.scope for entries, _ in parsed.values() for e in entries]
             vectors = _vectors(db, embedder, texts)
-            for path, (entries, warning) in parsed.items():
-                files[path] = rows = _file_rows(stamps[path], entries, warning, vectors, embedder.dim)
+            for path in changed:  # all out first: a block moved between two files is no duplicate
+                snap.remove_file(path)
+            added = [(path, _file_rows(stamps[path], entries, warning, vectors, embedder.dim))
+                     for path, (entries, warning) in parsed.items()]
+            snap.add_files(added)
+            for path, rows in added:
                 _save_file(db, path, rows, embedder)
                 touched |= {s[:2] for s in rows.scopes}
-        snap = _assemble(stamps, files, embedder.dim)
+        if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
+            files, snap = snap.files, Snapshot(embedder.dim, snap.count + 64, len(snap.scopes) + 16)
+            snap.add_files([(path, files[path]) for path in sorted(files)])
+        snap.stamps = stamps
         _save_scopes(db, snap, embedder, touched)
-        db.execute("INSERT OR REPLACE INTO meta VALUES('head', ?)", (stamps["@HEAD"],))
         db.execute("COMMIT")
         return snap
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")
+        _CACHE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
         raise
     finally:
         db.close()
@@ -227,7 +466,7 @@ def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, st
             (embedder.identity,)):
         if stamps.get(path) != stamp:
             continue
-        rows = [Entry(*(tuple(v) if i == 10 else v for i, v in enumerate(row))) for row in json.loads(entries)]
+        rows = [Entry(*row[:10], tuple(row[10])) for row in json.loads(entries)]
         scope_list = [tuple(s) for s in json.loads(scopes)]
         flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
         n, s = len(rows), len(scope_list)
@@ -295,59 +534,6 @@ def _vectors(db: sqlite3.Connection, embedder: Embedder, texts: list[str]) -> di
     return found
 
 
-def _assemble(stamps: dict[str, str], files: dict[str, FileRows], dim: int) -> Snapshot:
-    """One snapshot from the per-file rows: entries in file order (a duplicated id keeps its first
-    file), one contiguous matrix, and each scope's centroid summed over the files that hold it."""
-    snap = Snapshot(stamps, files)
-    parts, keep_parts = [], []
-    seen: dict[str, str] = {}
-    for path in sorted(files):
-        rows = files[path]
-        if rows.warning:
-            snap.warnings.append(rows.warning)
-        keep = [e.id not in seen for e in rows.entries]
-        for e, fresh in zip(rows.entries, keep):
-            if fresh:
-                seen[e.id] = path
-                snap.entries.append(e)
-            else:
-                snap.warnings.append(f"{path}:{e.line}: duplicate id {e.id} (also in {seen[e.id]}); "
-                                     f"this copy is left out")
-        parts.append(rows.vectors if all(keep) else rows.vectors[np.array(keep, bool)])
-        keep_parts.append(keep)
-    snap.vectors = np.concatenate(parts) if parts else np.zeros((0, dim), np.float32)
-    snap.by_id = {e.id: i for i, e in enumerate(snap.entries)}
-    snap.is_learning = np.fromiter((e.kind == "learning" for e in snap.entries), bool, len(snap.entries))
-    snap.recurrence = np.fromiter((e.recurrence for e in snap.entries), np.int64, len(snap.entries))
-    snap.last_seen = np.fromiter((_day(e.last_seen) for e in snap.entries), np.int64, len(snap.entries))
-
-    index: dict[tuple[str, str], int] = {}
-    sums, phrases = [], []
-    for path in sorted(files):
-        rows = files[path]
-        for j, (kind, key, display) in enumerate(rows.scopes):
-            at = index.get((kind, key))
-            if at is None:
-                index[(kind, key)] = len(snap.scopes)
-                snap.scopes.append((kind, key, display))
-                snap.known[(kind, key)] = path
-                sums.append(rows.sums[j].astype(np.float64))
-                phrases.append(rows.phrases[j])
-            else:
-                sums[at] = sums[at] + rows.sums[j]
-    snap.scope_of = np.fromiter((index[(e.kind, scope_key(e.scope))] for e in snap.entries), np.int64,
-                                len(snap.entries))
-    if sums:
-        total = np.stack(sums)
-        norms = np.linalg.norm(total, axis=1, keepdims=True)
-        norms[norms == 0] = 1
-        snap.centroids = (total / norms).astype(np.float32)
-        snap.phrases = np.stack(phrases).astype(np.float32)
-    else:
-        snap.centroids = snap.phrases = np.zeros((0, dim), np.float32)
-    return snap
-
-
 def _day(iso: str | None) -> int:
     return dt.date.fromisoformat(iso).toordinal() if iso else 0
 
@@ -356,10 +542,11 @@ def _save_scopes(db: sqlite3.Connection, snap: Snapshot, embedder: Embedder, tou
     """Per scope its entry count, phrase vector and centroid, rewritten for the scopes a change touched."""
     if not touched:
         return
-    where = {key: i for i, (kind, key_, _) in enumerate(snap.scopes) for key in [(kind, key_)] if key in touched}
-    counts = np.bincount(snap.scope_of, minlength=len(snap.scopes))
+    counts = np.bincount(snap.scope_of[snap.alive], minlength=len(snap.scopes))
     db.executemany("DELETE FROM scopes WHERE backend=? AND kind=? AND key=?",
                    [(embedder.identity, kind, key) for kind, key in touched])
     db.executemany("INSERT INTO scopes VALUES(?,?,?,?,?,?,?)", [
-        (embedder.identity, kind, key, snap.scopes[i][2], int(counts[i]), snap.phrases[i].tobytes(),
-         snap.centroids[i].tobytes()) for (kind, key), i in where.items()])
+        (embedder.identity, kind, key, snap.scopes[at][2], int(counts[at]), snap.phrases[at].tobytes(),
+         snap.centroids[at].tobytes())
+        for kind, key in touched for at in [snap.scope_number.get((kind, key))]
+        if at is not None and counts[at]])

@@ -96,7 +96,7 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
     embedder = get_embedder(config.embedding_backend, config.embedding_model)
     snap = index_mod.snapshot(store, embedder)
     result["warnings"] = list(snap.warnings)
-    if snap.entries:
+    if snap.count:
         _rank(snap, embedder.embed(clauses(intent)), k, day, config, result)
     events.append(store.path, "recall", run_id=result["run_id"], intent=intent[:500],
                   learnings=[e["id"] for e in result["learnings"]], issues=[e["id"] for e in result["issues"]],
@@ -109,7 +109,9 @@ def _rank(snap: index_mod.Snapshot, queries: np.ndarray, k: int, day: dt.date, c
     entry_sim = (snap.vectors @ queries.T).max(axis=1)
     scope_sim = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T).max(axis=1)
     scope_score = scope_sim[snap.scope_of]
-    is_learning = snap.is_learning
+    alive, key = snap.alive, snap.id_key
+    is_learning = alive & snap.is_learning
+    is_issue = alive & ~snap.is_learning
     weight_of = np.where(is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
     relevance = 0.5 * scope_score + 0.5 * entry_sim
     entry_cut = config.threshold("entry_cutoff")
@@ -118,22 +120,21 @@ def _rank(snap: index_mod.Snapshot, queries: np.ndarray, k: int, day: dt.date, c
     candidates = np.flatnonzero(learn_hit)
     if len(candidates):
         value = relevance[candidates] * (0.5 + 0.5 * weight_of[candidates])
-        chosen = _mmr(snap.vectors, candidates, value, k)
+        chosen = _mmr(snap.vectors, candidates, value, key[candidates], k)
         result["omitted"]["learnings"] = int(len(candidates) - len(chosen))
     else:
         pool = np.flatnonzero(is_learning)
-        chosen = list(pool[np.argsort(-weight_of[pool], kind="stable")][: min(k, FALLBACK_LEARNINGS)])
+        chosen = list(pool[np.lexsort((key[pool], -weight_of[pool]))][: min(k, FALLBACK_LEARNINGS)])
         result["fallback"] = bool(chosen)
 
-    is_issue = ~is_learning
     issue_hit = is_issue & ((scope_score >= config.threshold("issue_cutoff")) | (entry_sim >= entry_cut))
     issues = np.flatnonzero(issue_hit)
     if not len(issues) and is_issue.any():
         nearest = np.flatnonzero(is_issue)
-        best_scope = snap.scope_of[nearest[np.argmax(scope_score[nearest])]]
-        issues = nearest[snap.scope_of[nearest] == best_scope]
+        best = nearest[np.lexsort((key[nearest], -scope_score[nearest]))[0]]
+        issues = nearest[snap.scope_of[nearest] == snap.scope_of[best]]
         result["fallback"] = True
-    issues = issues[np.argsort(-relevance[issues], kind="stable")]
+    issues = issues[np.lexsort((key[issues], -relevance[issues]))]
     result["omitted"]["issues"] = int(max(0, len(issues) - config.issues_k))
     issues = issues[: config.issues_k]
 
@@ -147,21 +148,21 @@ def _rank(snap: index_mod.Snapshot, queries: np.ndarray, k: int, day: dt.date, c
     result["conflicts"] = _conflicts(snap, [*chosen, *issues], config)
 
 
-def _mmr(vectors: np.ndarray, candidates: np.ndarray, value: np.ndarray, k: int) -> list[int]:
-    """Maximal marginal relevance: each pick trades value against likeness to what was picked."""
-    order = np.argsort(-value, kind="stable")[:MMR_POOL]
+def _mmr(vectors: np.ndarray, candidates: np.ndarray, value: np.ndarray, key: np.ndarray, k: int) -> list[int]:
+    """Maximal marginal relevance: each pick trades value against likeness to what was picked.
+    Equal scores go to the lower id, so the result never depends on row order."""
+    order = np.lexsort((key, -value))[:MMR_POOL]
     pool, value = candidates[order], value[order]
     sims = vectors[pool] @ vectors[pool].T
     picked: list[int] = []
-    closest = np.full(len(pool), -np.inf)
+    closest = np.zeros(len(pool))
     available = np.ones(len(pool), bool)
-    for _ in range(min(k, len(pool))):
-        penalty = np.where(np.isfinite(closest), closest, 0.0)
-        score = np.where(available, MMR_LAMBDA * value - (1 - MMR_LAMBDA) * penalty, -np.inf)
-        best = int(np.argmax(score))
+    for step in range(min(k, len(pool))):
+        score = np.where(available, MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest, -np.inf)
+        best = int(np.argmax(score))  # pool is in (value, id) order, so the first maximum is the lowest id
         picked.append(best)
         available[best] = False
-        closest = np.maximum(closest, sims[best])
+        closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
     return [int(pool[i]) for i in picked]
 
 

@@ -163,31 +163,30 @@ class Store:
 
     # --- ids ------------------------------------------------------------------------------------
 
-    def mint(self, kind: str, present: set[str]) -> tuple[str, str]:
+    def mint(self, kind: str, top: dict[str, int]) -> tuple[str, str]:
         """The next id for `kind` and the new text of `next_ids.json`, for the caller to write in
         the same commit. Ids are never reused: the number is above every id in the markdown (so a
         hand-added block is not shadowed) and above every id this clone ever minted or saw in its
         history, kept in `.git/whetstone-ids.json` (so a `git revert` or `reset` of a capture, which
         rolls next_ids.json back too, cannot hand its id out again). A corrupt next_ids.json is
         rebuilt from the markdown and git history with a warning."""
-        counters = self._read_ids(present)
-        seen = self._high_water(present)
+        counters = self._read_ids(top)
+        seen = self._high_water(top)
         prefix = "L" if kind == "learning" else "I"
-        floor = max((int(i[1:]) for i in present if i[0] == prefix), default=0) + 1
-        number = max(counters[kind], floor, seen[kind])
+        number = max(counters[kind], top.get(prefix, 0) + 1, seen[kind])
         counters[kind] = number + 1
         seen[kind] = number + 1
         write_atomic(self.path / ".git" / "whetstone-ids.json", _ids_text(seen))
         return f"{prefix}{number}", _ids_text(counters)
 
-    def _high_water(self, present: set[str]) -> dict[str, int]:
+    def _high_water(self, top: dict[str, int]) -> dict[str, int]:
         try:
             data = json.loads((self.path / ".git" / "whetstone-ids.json").read_text())
             return {k: int(data[k]) for k in ("learning", "issue")}
         except (OSError, ValueError, KeyError, TypeError):
-            return self._recover_ids(present)  # a fresh clone: learn what history used
+            return self._recover_ids(top)  # a fresh clone: learn what history used
 
-    def _read_ids(self, present: set[str]) -> dict[str, int]:
+    def _read_ids(self, top: dict[str, int]) -> dict[str, int]:
         try:
             data = json.loads((self.path / "next_ids.json").read_text(encoding="utf-8"))
             if (isinstance(data, dict) and all(isinstance(data.get(k), int) and not isinstance(data.get(k), bool)
@@ -195,16 +194,16 @@ class Store:
                 return {"learning": data["learning"], "issue": data["issue"]}
         except (OSError, ValueError):
             pass
-        recovered = self._recover_ids(present)
+        recovered = self._recover_ids(top)
         self.warnings.append(
             f"next_ids.json was missing or corrupt; rebuilt it from the markdown and git history "
             f"(next learning L{recovered['learning']}, next issue I{recovered['issue']})")
         return recovered
 
-    def _recover_ids(self, present: set[str]) -> dict[str, int]:
-        highest = {"L": 0, "I": 0}
-        for bid in present:
-            highest[bid[0]] = max(highest[bid[0]], int(bid[1:]))
+    def _recover_ids(self, top: dict[str, int]) -> dict[str, int]:
+        """Next ids above everything the markdown (`top`: highest number per prefix), the
+        history and the committed next_ids.json ever used."""
+        highest = {"L": top.get("L", 0), "I": top.get("I", 0)}
         log = gitbin.run(self.path, "log", "--all", "--format=", "-p", "--unified=0", "--",
                          "learnings", "issues", check=False).stdout
         for match in re.finditer(r"^[-+]## ([LI])(\d+) \u00b7", log, re.M):

@@ -252,3 +252,54 @@ def test_duplicate_ids_across_files_warn_and_keep_the_first(store_root: Path) ->
     result = recall(SKILL, "alpha beta rule")
     assert ids(result["learnings"]) == ["L1"]
     assert any("duplicate id L1" in w for w in result["warnings"])
+
+
+def test_a_long_lived_snapshot_patched_by_many_changes_answers_like_a_fresh_one(store_root: Path) -> None:
+    """The in-memory index is patched file by file; after captures, reinforcements, removals, a hand
+    edit and a reset it must answer exactly as one built from index.sqlite and one built from the
+    markdown alone."""
+    topics = [("Format currency as US dollars", "currency formatting"),
+              ("Heat-map msrp with a warm palette", "color encoding"),
+              ("Band alternate rows in light grey", "row banding"),
+              ("Bold the header row", "headers"), ("Put the source note under the table", "source notes")]
+    for round_ in range(3):
+        for body, scope in topics:
+            capture(SKILL, "learning", f"{body} in {['reports', 'dashboards', 'slides'][round_]}", scope, "x",
+                    confirm="new")
+    capture(SKILL, "issue", "Never round the corners of a table", "corner radius", "x")
+    from git_whetstone.capture import revise
+    for entry_id in ("L2", "L7", "L11"):
+        revise(SKILL, entry_id, "remove", confirm=True)
+    revise(SKILL, "L3", "reinforce", scope="headers")
+    store = store_root / SKILL
+    path = next((store / "learnings").glob("color-encoding-*.md"))
+    path.write_text(path.read_text().replace("warm palette", "cool palette"))
+    git(store, "commit", "-qam", "hand edit")
+    git(store, "reset", "-q", "--hard", "HEAD~1")
+    intents = ["styling a table: currency formatting, colors, headers", "row banding and source notes",
+               "corner radius", "slides about dashboards"]
+
+    def answers() -> list:
+        out = []
+        for intent in intents:
+            r = recall(SKILL, intent, learnings_k=5)
+            out.append((r["learnings"], r["issues"], r["omitted"], r["fallback"], r["conflicts"]))
+        return out
+
+    patched = answers()
+    snap = index._CACHE[(str(store), HashingEmbedder.identity)]
+    assert snap.dead > 0 or snap.size > snap.count  # it really was patched, not rebuilt
+    index._CACHE.clear()
+    assert answers() == patched  # loaded from index.sqlite
+    index.forget(Store.open(config_mod.load(), SKILL))
+    assert answers() == patched  # rebuilt from the markdown
+
+
+def test_compaction_of_dead_rows_keeps_every_entry(store_root: Path) -> None:
+    capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
+    for _ in range(40):  # every reinforcement rewrites the file: its old rows die
+        capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
+        recall(SKILL, "currency formatting")
+    snap = index._CACHE[(str(store_root / SKILL), HashingEmbedder.identity)]
+    assert snap.size < 30 and snap.count == 1
+    assert recall(SKILL, "currency formatting")["learnings"][0]["recurrence"] == 41

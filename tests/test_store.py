@@ -42,13 +42,19 @@ def issue_block(bid: str, scope: str = "corners") -> str:
 def add(store: Store, kind: str, scope: str = "colour") -> str:
     """Mint an id, write its block and next_ids.json in one commit, like capture does."""
     folder = "learnings" if kind == "learning" else "issues"
-    present = {b.id for p in store.scope_files(kind) for b in blocks.parse(p.read_text(), folder=folder).blocks}
-    bid, ids = store.mint(kind, present)
+    present = [b.id for p in store.scope_files(kind) for b in blocks.parse(p.read_text(), folder=folder).blocks]
+    top = {prefix: max((int(i[1:]) for i in present if i[0] == prefix), default=0) for prefix in "LI"}
+    bid, ids = store.mint(kind, top)
     path = store.path / folder / scope_filename(scope)
     text = path.read_text() if path.exists() else ""
     new = learning_block(bid, scope) if kind == "learning" else issue_block(bid, scope)
     store.write_and_commit(f"test: add {bid}", {path: blocks.append(text, new), store.path / "next_ids.json": ids})
     return bid
+
+
+def top_of(ids: set[str]) -> dict[str, int]:
+    """The highest id number per prefix among `ids`, as a snapshot reports it to mint."""
+    return {prefix: max((int(i[1:]) for i in ids if i[0] == prefix), default=0) for prefix in "LI"}
 
 
 def head_author(repo: Path) -> tuple[str, str]:
@@ -359,21 +365,21 @@ def test_mint_counts_up_per_kind_and_never_reuses_a_removed_id(store_root: Path)
 
 def test_mint_returns_the_id_and_the_next_ids_text_to_commit_with_it(store_root: Path):
     store = open_store("demo")
-    assert store.mint("learning", set()) == ("L1", json.dumps({"learning": 2, "issue": 1}) + "\n")
-    assert store.mint("issue", set())[0] == "I1"
+    assert store.mint("learning", {}) == ("L1", json.dumps({"learning": 2, "issue": 1}) + "\n")
+    assert store.mint("issue", {})[0] == "I1"
     assert (store.path / "next_ids.json").read_text() == json.dumps({"learning": 1, "issue": 1}) + "\n"
 
 
 def test_an_id_minted_for_a_write_that_failed_is_not_handed_out_again(store_root: Path):
     store = open_store("demo")
-    first, _ = store.mint("learning", set())
-    assert store.mint("learning", set())[0] != first
+    first, _ = store.mint("learning", {})
+    assert store.mint("learning", {})[0] != first
 
 
 def test_mint_never_shadows_a_hand_added_block(store_root: Path):
     store = open_store("demo")
-    assert store.mint("learning", {"L9", "I3"})[0] == "L10"
-    assert store.mint("issue", {"L9", "I3"})[0] == "I4"
+    assert store.mint("learning", top_of({"L9", "I3"}))[0] == "L10"
+    assert store.mint("issue", top_of({"L9", "I3"}))[0] == "I4"
 
 
 @pytest.mark.parametrize("corrupt", ["{not json", "", "[]", '{"learning": "3", "issue": 1}',
@@ -394,11 +400,11 @@ def test_a_corrupt_next_ids_is_rebuilt_from_markdown_and_history_with_a_warning(
     assert not ids.exists() if corrupt is None else ids.read_text() == corrupt
 
     present = {"L1", "L2", "I1"}
-    bid, new_ids = store.mint("learning", present)
+    bid, new_ids = store.mint("learning", top_of(present))
     assert bid == "L4"  # L3 lives only in history, and is still never reused
     assert json.loads(new_ids) == {"learning": 5, "issue": 2}
     assert len(store.warnings) == 1 and "next_ids.json" in store.warnings[0]
-    assert store.mint("issue", present)[0] == "I2"
+    assert store.mint("issue", top_of(present))[0] == "I2"
 
 
 def test_a_corrupt_working_copy_falls_back_to_the_committed_counters(store_root: Path):
@@ -406,7 +412,7 @@ def test_a_corrupt_working_copy_falls_back_to_the_committed_counters(store_root:
     add(store, "learning")
     add(store, "learning")
     (store.path / "next_ids.json").write_text("garbage")
-    assert store.mint("learning", {"L1", "L2"})[0] == "L3"
+    assert store.mint("learning", top_of({"L1", "L2"}))[0] == "L3"
     assert store.warnings
 
 
@@ -419,7 +425,7 @@ def test_recovery_sees_ids_minted_on_other_branches(store_root: Path):
     git(store.path, "checkout", "-q", "main")
     (store.path / "next_ids.json").write_text("{")
     git(store.path, "commit", "-q", "-am", "break next_ids")
-    assert store.mint("learning", {"L1"})[0] == "L5"
+    assert store.mint("learning", top_of({"L1"}))[0] == "L5"
 
 
 def test_ids_are_not_reused_after_a_capture_is_reverted(store_root: Path):
@@ -441,7 +447,7 @@ def test_ids_are_not_reused_in_a_fresh_clone_after_a_revert(store_root: Path, tm
     git(store.path, "revert", "--no-edit", "HEAD")
     clone = store_root / "copy"
     subprocess.run(["git", "clone", "-q", str(store.path), str(clone)], check=True)
-    assert Store.open(load(), "copy").mint("learning", {"L1"})[0] == "L3"
+    assert Store.open(load(), "copy").mint("learning", top_of({"L1"}))[0] == "L3"
 
 
 def test_an_earlier_implementation_store_reads_and_mints_above_its_ids(store_root: Path):
