@@ -11,7 +11,6 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -22,7 +21,7 @@ from .config import Config, load
 from .embed import get_embedder
 from .errors import RUNTIME, WhetstoneError, shown
 from .judge import Verdict, judge
-from .store import KIND_FOLDER, Store, scope_key, today
+from .store import Store, scope_key, today
 
 MAX_BODY = 4000
 MAX_SCOPE = 100
@@ -207,10 +206,6 @@ def _stamp(provenance: str) -> str:
     return f"{day} — {provenance}" if provenance[0] in "'\"" else f"{day} — '{provenance}'"
 
 
-def _title(body: str) -> str:
-    return blocks.derive_title(body)
-
-
 def _promotion_declined(entry: index_mod.Entry) -> bool:
     return any(DECLINED in p or "demoted from" in p for p in entry.provenance)
 
@@ -257,20 +252,21 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: s
     if conflict and said != "replace":
         old, verdict = conflict
         result.update(status="conflict", conflicts_with=_brief(old), reason=verdict.reason, prompt=(
-            f"This contradicts {old.id} ({old.scope}): \"{_title(old.body)}\" — {verdict.reason}. Nothing was "
-            f"written. Ask the user which holds: to replace {old.id} with the new rule, repeat the capture with "
-            f"confirm='replace'; to change {old.id}, use revise."))
+            f"This contradicts {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\" — {verdict.reason}. "
+            f"Nothing was written. Ask the user which holds: to replace {old.id} with the new rule, repeat the "
+            f"capture with confirm='replace'; to change {old.id}, use revise."))
         return
     if same and said not in ("new", "replace"):
         old, verdict = same
-        if old.kind == "issue" or (kind == "issue" and old.kind == "issue"):
+        if old.kind == "issue":
             result.update(status="noop", entry_id=old.id, confirmation=(
                 f"Whetstone already has this as {old.id} ({old.scope}); nothing changed."))
             return
         if kind == "issue":  # an always/never rule that a learning already states softly
             if said != "yes":
-                _ask(result, f"This hardens learning {old.id} (\"{_title(old.body)}\") into a mandatory issue. "
-                             f"Repeat with confirm='yes' to promote {old.id}, or confirm='new' to keep both.")
+                _ask(result, f"This hardens learning {old.id} (\"{blocks.derive_title(old.body)}\") into a "
+                             f"mandatory issue. Repeat with confirm='yes' to promote {old.id}, or confirm='new' to "
+                             f"keep both.")
                 result["similar_to"] = _brief(old)
                 return
             _promote(ctx, old, stamp, result, body=body)
@@ -281,15 +277,16 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: s
         old, verdict = grey
         if said is None or said == "yes":
             result["similar_to"] = _brief(old)
-            _ask(result, f"This is close to {old.id} ({old.scope}): \"{_title(old.body)}\". Repeat with "
-                         f"confirm='reinforce' if it is the same rule, or confirm='new' to store it separately.")
+            _ask(result, f"This is close to {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\". Repeat "
+                         f"with confirm='reinforce' if it is the same rule, or confirm='new' to store it separately.")
             return
         if said == "reinforce" and old.kind == "learning":
             _reinforce_or_ask(ctx, old, stamp, "yes", result)
             return
     if config.supervision == "supervised" and said is None:
         what = "learning" if kind == "learning" else "issue (a mandatory rule)"
-        _ask(result, f"Record a new {what} in '{scope}': \"{_title(body)}\"? Repeat with confirm='yes' to write it.")
+        _ask(result, f"Record a new {what} in '{scope}': \"{blocks.derive_title(body)}\"? Repeat with "
+                     f"confirm='yes' to write it.")
         return
 
     files: dict[str, str | None] = {}
@@ -303,7 +300,7 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: s
     ctx.commit(f"capture: add {entry_id} ({scope}){replaced}\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     result.update(status="committed", entry_id=entry_id, recurrence=1 if kind == "learning" else None,
-                  confirmation=f"Whetstone {noun} {entry_id} ({scope}): {_title(body)}")
+                  confirmation=f"Whetstone {noun} {entry_id} ({scope}): {blocks.derive_title(body)}")
 
 
 def _brief(entry: index_mod.Entry) -> dict[str, Any]:
@@ -314,8 +311,8 @@ def _reinforce_or_ask(ctx: Context, old: index_mod.Entry, stamp: str, said: str 
                       result: dict[str, Any]) -> None:
     if ctx.config.supervision == "supervised" and said is None:
         result["similar_to"] = _brief(old)
-        _ask(result, f"This repeats {old.id} ({old.scope}): \"{_title(old.body)}\". Repeat with confirm='yes' "
-                     f"to reinforce it (recurrence {old.recurrence} → {old.recurrence + 1}).")
+        _ask(result, f"This repeats {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\". Repeat with "
+                     f"confirm='yes' to reinforce it (recurrence {old.recurrence} → {old.recurrence + 1}).")
         return
     _reinforce(ctx, old, stamp, result, verb="capture")
 
@@ -331,7 +328,7 @@ def _reinforce(ctx: Context, old: index_mod.Entry, stamp: str | None, result: di
                {old.path: blocks.replace(text, block, changed)})
     result.update(status="reinforced" if verb == "capture" else "committed", entry_id=old.id, recurrence=count,
                   confirmation=f"Whetstone reinforced {old.id} ({old.scope}) to recurrence {count}: "
-                               f"{_title(body or old.body)}")
+                               f"{blocks.derive_title(body or old.body)}")
     threshold = ctx.config.promotion_threshold
     if old.recurrence < threshold <= count and not _promotion_declined(old):
         result["promotion"] = {"entry_id": old.id, "recurrence": count, "prompt": (
@@ -442,7 +439,7 @@ def _revise(ctx: Context, entry: index_mod.Entry, action: str, body: str | None,
     if needs and said != "yes":
         what = {"remove": f"delete {entry.id}", "promote": f"make {entry.id} a mandatory issue",
                 "demote": f"make {entry.id} a soft learning"}.get(action, f"{action} {entry.id}")
-        _ask(result, f"Confirm: {what} (\"{_title(entry.body)}\"). Repeat the call with confirm='yes'.")
+        _ask(result, f"Confirm: {what} (\"{blocks.derive_title(entry.body)}\"). Repeat the call with confirm='yes'.")
         return
 
     if action == "reinforce":
@@ -473,7 +470,7 @@ def _revise(ctx: Context, entry: index_mod.Entry, action: str, body: str | None,
         ctx.commit(f"revise: remove {entry.id} ({entry.scope})\n\n{entry.body}\n",
                    {entry.path: blocks.remove(text, block) or None})
         result.update(status="committed", recurrence=None,
-                      confirmation=f"Whetstone removed {entry.id} ({entry.scope}): {_title(entry.body)}")
+                      confirmation=f"Whetstone removed {entry.id} ({entry.scope}): {blocks.derive_title(entry.body)}")
     else:
         _promote(ctx, entry, None, result, body=body, scope=scope, verb="revise")
 

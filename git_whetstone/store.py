@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator
 
-from . import blocks, gitbin
+from . import gitbin
 from .config import Config
 from .errors import RUNTIME, WhetstoneError, shown
 
