@@ -447,8 +447,8 @@ def remove(text: str, block: Block) -> str:
     return re.sub(r"(?:\r?\n[ \t]*)+\Z", "", out) + _newline(text)
 
 
-def update_fields(block: Block, changes: dict[str, str], add_provenance: str | None = None) -> str:
-    """The block's source with some metadata values changed in place and maybe a provenance line
+def update_fields(block: Block, changes: dict[str, str], add_provenance: str | list[str] | None = None) -> str:
+    """The block's source with some metadata values changed in place and maybe provenance lines
     added after the last one; everything else, body and spacing included, stays as written."""
     lines = block.raw.split("\n")
 
@@ -461,7 +461,8 @@ def update_fields(block: Block, changes: dict[str, str], add_provenance: str | N
     if add_provenance is not None:
         last = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "provenance"),
                    default=len(block.fields))
-        lines.insert(last + 1, f"- provenance: {encode_value(add_provenance)}{cr(lines[last])}")
+        added = [add_provenance] if isinstance(add_provenance, str) else add_provenance
+        lines[last + 1:last + 1] = [f"- provenance: {encode_value(p)}{cr(lines[last])}" for p in added]
     return "\n".join(lines)
 
 

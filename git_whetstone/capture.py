@@ -20,8 +20,8 @@ from . import index as index_mod
 from .config import Config, load
 from .embed import get_embedder
 from .errors import RUNTIME, WhetstoneError, shown
-from .judge import Verdict, judge
-from .store import Store, scope_key, today
+from .judge import Verdict, contradiction, judge
+from .store import GLOBAL, GLOBAL_PREFIX, Store, scope_key, today
 
 MAX_BODY = 4000
 MAX_SCOPE = 100
@@ -181,7 +181,7 @@ def _open(config: Config, skill: object, create: bool) -> tuple[Store, Any]:
     return store, get_embedder(config.embedding_backend, config.embedding_model)
 
 
-def _new_block(ctx: Context, kind: str, body: str, scope: str, provenance: list[str],
+def add_block(ctx: Context, kind: str, body: str, scope: str, provenance: list[str],
                pending: dict[str, str | None], recurrence: int = 1, first_seen: str | None = None) -> str:
     """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
     included) and return its id."""
@@ -232,11 +232,40 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
                               "warnings": []}
     with store.lock():
         ctx = Context(config, store, index_mod.snapshot(store, embedder), embedder)
-        _capture(ctx, kind, body, scope, stamp, said, result)
+        if not _global_conflict(ctx, kind, body, said, result):
+            _capture(ctx, kind, body, scope, stamp, said, result)
         result["warnings"] = list(ctx.snap.warnings) + store.warnings
     events.append(store.path, "capture", run_id=run_id, status=result["status"], entry_id=result["entry_id"],
-                  polarity=kind, scope=scope)
+                  polarity=kind, scope=scope, conflicts_with=(result.get("conflicts_with") or {}).get("id"))
     return result
+
+
+def _global_conflict(ctx: Context, kind: str, body: str, said: str | None, result: dict[str, Any]) -> bool:
+    """A new rule that a global issue forbids is a conflict too (resolved in the global layer)."""
+    config = ctx.config
+    if not config.consult_global or ctx.store.skill == GLOBAL or said == "new":
+        return False
+    layer = Store.open(config, GLOBAL)
+    if not layer.exists:
+        return False
+    snap = index_mod.snapshot(layer, ctx.embedder)
+    issues = np.flatnonzero(snap.alive & ~snap.is_learning)
+    if not len(issues):
+        return False
+    sims = snap.vectors[issues] @ ctx.embedder.embed([body])[0]
+    for at in np.argsort(-sims)[:10]:
+        old = snap.entries[issues[at]]
+        reason = contradiction(body, old.body, float(sims[at]), config)
+        if reason:
+            shown_id = GLOBAL_PREFIX + old.id
+            result.update(status="conflict", conflicts_with={"id": shown_id, "rule": old.body, "scope": old.scope},
+                          reason=reason, prompt=(
+                              f"This contradicts the global issue {shown_id} ({old.scope}): "
+                              f"\"{blocks.derive_title(old.body)}\" — {reason}. Nothing was written. Ask the user "
+                              f"which holds: revise {shown_id} if the global rule should change, or repeat the "
+                              f"capture with confirm='new' to keep this skill's exception."))
+            return True
+    return False
 
 
 def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: str | None,
@@ -296,7 +325,7 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: s
         text, block = ctx.block(old)
         files[old.path] = blocks.remove(text, block) or None
         replaced = f", replacing {old.id}"
-    entry_id = _new_block(ctx, kind, body, scope, [stamp], files)
+    entry_id = add_block(ctx, kind, body, scope, [stamp], files)
     ctx.commit(f"capture: add {entry_id} ({scope}){replaced}\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     result.update(status="committed", entry_id=entry_id, recurrence=1 if kind == "learning" else None,
@@ -358,7 +387,7 @@ def _promote(ctx: Context, old: index_mod.Entry, stamp: str | None, result: dict
         provenance.append(stamp)
     new_scope, new_body = scope or old.scope, body or old.body
     recurrence = max(1, ctx.config.promotion_threshold - 1)
-    new_id = _new_block(ctx, to_kind, new_body, new_scope, provenance, files, recurrence=recurrence,
+    new_id = add_block(ctx, to_kind, new_body, new_scope, provenance, files, recurrence=recurrence,
                         first_seen=old.first_seen)
     action = "promote" if to_kind == "issue" else "demote"
     ctx.commit(f"{verb}: {action} {old.id} to {new_id} ({new_scope})\n\n{new_body}\n", files)
@@ -379,9 +408,11 @@ def revise(skill: str, entry_id: str, action: str, body: str | None = None, scop
     if not isinstance(action, str) or action.strip().lower() not in ACTIONS:
         raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}")
     action = action.strip().lower()
-    if not isinstance(entry_id, str) or not re.fullmatch(r"[LlIi][1-9]\d*", entry_id.strip()):
+    if not isinstance(entry_id, str) or not re.fullmatch(r"(?:[Gg]:)?[LlIi][1-9]\d*", entry_id.strip()):
         raise WhetstoneError(f"unknown entry id {shown(entry_id)}: ids look like L3 or I2")
     entry_id = entry_id.strip().upper()
+    if entry_id.startswith(GLOBAL_PREFIX):  # an id recall showed from the global layer
+        skill, entry_id = GLOBAL, entry_id[len(GLOBAL_PREFIX):]
     new_body = clean_body(body) if body not in (None, "") else None
     new_scope = clean_scope(scope) if scope not in (None, "") else None
     run_id, said = clean_run_id(run_id), answer(confirm)

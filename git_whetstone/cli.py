@@ -221,10 +221,115 @@ def _show_metrics(r: dict[str, Any]) -> None:
         click.echo("  captures: " + (", ".join(f"{k} {v}" for k, v in sorted(m["captures"].items())) or "none"))
         for week in m["repeat_correction_rate"]:
             click.echo(f"  {week['week']}: {week['repeats']}/{week['captures']} captures repeated a correction")
+        click.echo(f"  promotions: {m['promotions']}")
         survived = m["learnings_survived"]
         click.echo(f"  learnings survived: {m['learnings']}/{m['learnings_created']}"
                    + (f" ({survived:.0%})" if survived is not None else ""))
     click.echo(f"note: {r['note']}")
+
+
+@main.command()
+@click.argument("skill", required=False)
+@click.option("--all", "every", is_flag=True, help="Compact every skill, then report cross-skill clusters.")
+@click.option("--dry-run", is_flag=True, help="Only show what the structural pass would change.")
+@json_option
+@click.pass_obj
+def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json: bool) -> None:
+    """Tidy SKILL's store: merge same-meaning scopes and duplicate entries, retire decayed learnings.
+
+    The changes are one commit (git revert undoes them all). Advisory findings (learnings worth
+    hardening, churn, stale learnings, unresolved conflicts) are printed and written to
+    compact-report.md. With --all, cross-skill clusters are reported as global candidates.
+
+    \b
+    Example:
+      git whetstone compact great-tables --dry-run
+      git whetstone compact --all
+    """
+    from .compact import compact as run_compact, compact_all
+    if every == bool(skill):
+        raise click.UsageError("give a SKILL or --all")
+    result = compact_all(dry_run=dry_run, config=state.config()) if every else \
+        run_compact(skill, dry_run=dry_run, config=state.config())
+    emit(state, as_json, result, _show_compact)
+
+
+def _show_compact(r: dict[str, Any]) -> None:
+    for one in r.get("skills", [r]):
+        verb = "would change" if one["dry_run"] else ("changed" if one["committed"] else "nothing to change")
+        click.echo(f"{one['skill']}: {verb}" + (f" ({len(one['changes'])})" if one["changes"] else ""))
+        for change in one["changes"]:
+            click.echo(f"  - {change}")
+        for key, label in (("harden", "worth hardening"), ("churn", "churn"), ("stale", "stale"),
+                           ("unresolved_conflicts", "unresolved conflicts")):
+            items = one["report"][key]
+            if items:
+                click.echo(f"  {label}: " + ", ".join(str(i.get("id") or i.get("scope") or i.get("conflicts_with"))
+                                                      for i in items))
+    for cluster in r.get("clusters", []):
+        click.echo(f"candidate {cluster['id']} in {', '.join(cluster['skills'])}: {_one_line(cluster['rule'])}")
+        click.echo(f"  enact with: git whetstone promote --cluster {cluster['id']}")
+
+
+@main.command()
+@click.argument("skill", required=False)
+@click.argument("entry_id", metavar="[ID]", required=False)
+@click.option("--cluster", "cluster_id", metavar="CID", help="Enact a cluster that compact --all reported.")
+@click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@json_option
+@click.pass_obj
+def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: str | None, yes: bool,
+            as_json: bool) -> None:
+    """Lift entry ID of SKILL into the global layer, so every skill's recall sees it.
+
+    The entry gets a new id there (G:…) and leaves the skill in the same step; --cluster enacts a
+    cluster that compact --all reported. Asks for confirmation unless --yes.
+
+    \b
+    Example:
+      git whetstone promote great-tables L3
+      git whetstone promote --cluster C-1a2b3c4d --yes
+    """
+    from .promote import promote as run_promote, promote_cluster
+    if bool(cluster_id) == bool(skill and entry_id) or (cluster_id and (skill or entry_id)):
+        raise click.UsageError("give SKILL and ID, or --cluster CID")
+    what = f"cluster {cluster_id}" if cluster_id else f"{entry_id} of {skill}"
+    if not yes:
+        if not sys.stdin.isatty():
+            raise WhetstoneError(f"promoting {what} to the global layer needs confirmation: add --yes")
+        click.confirm(f"Move {what} into the global layer?", abort=True)
+    result = promote_cluster(cluster_id, config=state.config()) if cluster_id else \
+        run_promote(skill, entry_id, config=state.config())
+    emit(state, as_json, result, lambda r: click.echo(r["confirmation"]))
+
+
+@main.command()
+@click.argument("skill")
+@json_option
+@click.pass_obj
+def doctor(state: State, skill: str, as_json: bool) -> None:
+    """Check that SKILL's learning loop is alive (read-only); exit 1 when it is not.
+
+    Checks the store, its markdown, hooks, the index, the embedding backend, and whether recalls
+    and captures are landing; prints how to wire the agent host when the loop looks dead.
+    """
+    from .doctor import doctor as run_doctor
+    result = run_doctor(skill, config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        for c in r["checks"]:
+            mark = "ok  " if c["ok"] else ("warn" if c["severity"] == "warning" else "FAIL")
+            click.echo(f"{mark}  {c['name']:<9} {c['detail']}")
+            for error in c.get("errors", [])[1:]:
+                click.echo(f"            {error}")
+        click.echo(f"{r['skill']}: {'healthy' if r['healthy'] else 'unhealthy'}")
+        if r["setup"]:
+            click.echo("The loop looks dead. Wire whetstone into your agent host:")
+            for line in r["setup"]:
+                click.echo(f"  {line}")
+    emit(state, as_json, result, human)
+    if not result["healthy"]:
+        raise SystemExit(1)
 
 
 @main.command(name="list")

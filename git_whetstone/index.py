@@ -317,7 +317,7 @@ def text_hash(text: str) -> str:
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
 
 
-def _scan(store: Store) -> dict[str, str]:
+def scan(store: Store) -> dict[str, str]:
     stamps: dict[str, str] = {"@HEAD": store.head() or ""}
     for folder in KIND_FOLDER.values():
         try:
@@ -334,7 +334,7 @@ def _scan(store: Store) -> dict[str, str]:
 def snapshot(store: Store, embedder: Embedder) -> Snapshot:
     """The store's entries and vectors, brought up to date with the files on disk."""
     key = (str(store.path), embedder.identity)
-    stamps = _scan(store)
+    stamps = scan(store)
     cached = _CACHE.get(key)
     if cached is not None:
         cached.notice = None

@@ -104,3 +104,27 @@ def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: 
     if similarity >= config.threshold("grey"):
         return Verdict("similar", similarity)
     return Verdict("distinct", similarity)
+
+
+class Groups:
+    """Union-find over n items: which rules (or scopes) end up in one group of equals."""
+
+    def __init__(self, n: int) -> None:
+        self.parent = list(range(n))
+
+    def find(self, i: int) -> int:
+        while self.parent[i] != i:
+            self.parent[i] = self.parent[self.parent[i]]
+            i = self.parent[i]
+        return i
+
+    def union(self, a: int, b: int) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            self.parent[max(ra, rb)] = min(ra, rb)
+
+    def groups(self) -> list[list[int]]:
+        out: dict[int, list[int]] = {}
+        for i in range(len(self.parent)):
+            out.setdefault(self.find(i), []).append(i)
+        return [g for g in out.values() if len(g) > 1]

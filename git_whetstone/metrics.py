@@ -6,11 +6,11 @@ need a hand-labeled set and are `null` at run time by design.
 from __future__ import annotations
 
 import datetime as dt
-import json
+import re
 from collections import Counter
 from typing import Any
 
-from . import events
+from . import events, gitbin
 from .browse import entries
 from .config import Config, load
 from .store import Store, list_skills
@@ -47,8 +47,9 @@ def _one(store: Store) -> dict[str, Any]:
         elif kind == "revise":
             revisions[f"{event.get('action')}:{event.get('status')}"] += 1
     rows, _ = entries(store) if store.exists else ([], [])
-    learnings = sum(e.kind == "learning" for e in rows)
-    created = _minted(store)
+    present = {e.id for e in rows if e.kind == "learning"}
+    ever, promotions = _history(store)
+    learnings = len(present)
     return {
         "exists": store.exists,
         "runs": runs,
@@ -60,8 +61,9 @@ def _one(store: Store) -> dict[str, Any]:
              "rate": round(c["repeats"] / c["captures"], 3)} for w, c in sorted(weeks.items())],
         "learnings": learnings,
         "issues": sum(e.kind == "issue" for e in rows),
-        "learnings_created": created,
-        "learnings_survived": round(learnings / created, 3) if created else None,
+        "learnings_created": len(ever),
+        "learnings_survived": round(len(present & ever) / len(ever), 3) if ever else None,
+        "promotions": promotions,
         "capture_rate": None,
         "regressions_prevented": None,
         "retrieval_precision": None,
@@ -76,9 +78,14 @@ def _week(ts: object) -> str | None:
     return f"{year}-W{week:02d}"
 
 
-def _minted(store: Store) -> int:
-    """Learning ids minted so far (next_ids.json counts them; ids are never reused)."""
-    try:
-        return max(0, int(json.loads((store.path / "next_ids.json").read_text())["learning"]) - 1)
-    except (OSError, ValueError, KeyError, TypeError):
-        return 0
+def _history(store: Store) -> tuple[set[str], int]:
+    """Learning ids ever added in the store's history (hand edits and reverts included), and how
+    many promotions (to an issue, or to the global layer) it records."""
+    if not store.exists:
+        return set(), 0
+    log = gitbin.run(store.path, "log", "--format=%x1e%s", "-p", "--unified=0", "--", "learnings", "issues",
+                     check=False).stdout
+    ever = set(re.findall(r"^\+## (L\d+) \u00b7", log, re.M))
+    subjects = [chunk.split("\n", 1)[0] for chunk in log.split("\x1e")[1:]]
+    promotions = sum(s.startswith(("revise: promote", "promote: move")) for s in subjects)
+    return ever, promotions

@@ -22,7 +22,7 @@ from .config import Config, load
 from .embed import content_words, get_embedder
 from .errors import WhetstoneError, shown
 from .judge import contradiction
-from .store import Store, today
+from .store import GLOBAL, GLOBAL_PREFIX, Store, today
 
 MAX_INTENT = 20_000
 MMR_LAMBDA = 0.75
@@ -76,8 +76,9 @@ def check_k(value: Any, name: str = "learnings_k") -> int:
 
 
 def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: Config | None = None) -> dict[str, Any]:
-    """The learnings and issues relevant to `intent` in `skill`'s store, as the JSON of SPEC §4.
-    An unknown or empty skill gives empty lists, not an error."""
+    """The learnings and issues relevant to `intent` in `skill`'s store, and in the global layer
+    (`__global__`, unless `consult_global` is off) within the same budget, as the JSON of SPEC §4.
+    An unknown or empty skill gives empty lists (or only global entries), never an error."""
     config = config or load()
     if not isinstance(intent, str) or not intent.strip():
         raise WhetstoneError("intent is empty: describe the task and its dimensions")
@@ -91,88 +92,169 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
         "conflicts": [], "fallback": False, "omitted": {"learnings": 0, "issues": 0},
         "how_to_use": HOW_TO_USE, "capture_contract": CAPTURE_CONTRACT, "warnings": [],
     }
-    if not store.exists:
+    stores = [("skill", store)]
+    if config.consult_global and store.skill != GLOBAL:
+        stores.append(("global", Store.open(config, GLOBAL)))
+    stores = [(origin, st) for origin, st in stores if st.exists]
+    if not stores:
         return result
     embedder = get_embedder(config.embedding_backend, config.embedding_model)
-    snap = index_mod.snapshot(store, embedder)
-    result["warnings"] = list(snap.warnings)
-    if snap.count:
-        _rank(snap, embedder.embed(clauses(intent)), k, day, config, result)
+    snaps = [(origin, index_mod.snapshot(st, embedder)) for origin, st in stores]
+    for origin, snap in snaps:
+        result["warnings"] += [w if origin == "skill" else f"{GLOBAL}: {w}" for w in snap.warnings]
+    live = [(origin, snap) for origin, snap in snaps if snap.count]
+    if live:
+        queries = embedder.embed(clauses(intent))
+        _rank([Layer(origin, snap, queries, day, config) for origin, snap in live], k, config, result)
     events.append(store.path, "recall", run_id=result["run_id"], intent=intent[:500],
                   learnings=[e["id"] for e in result["learnings"]], issues=[e["id"] for e in result["issues"]],
                   fallback=result["fallback"], omitted=result["omitted"])
     return result
 
 
-def _rank(snap: index_mod.Snapshot, queries: np.ndarray, k: int, day: dt.date, config: Config,
-          result: dict[str, Any]) -> None:
-    entry_sim = (snap.vectors @ queries.T).max(axis=1)
-    scope_sim = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T).max(axis=1)
-    scope_score = scope_sim[snap.scope_of]
-    alive, key = snap.alive, snap.id_key
-    is_learning = alive & snap.is_learning
-    is_issue = alive & ~snap.is_learning
-    weight_of = np.where(is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
-    relevance = 0.5 * scope_score + 0.5 * entry_sim
-    entry_cut = config.threshold("entry_cutoff")
+class Layer:
+    """One store's scores for an intent: the skill's own store, or the global layer."""
 
-    learn_hit = is_learning & ((scope_score >= config.threshold("learning_cutoff")) | (entry_sim >= entry_cut))
-    candidates = np.flatnonzero(learn_hit)
-    if len(candidates):
-        value = relevance[candidates] * (0.5 + 0.5 * weight_of[candidates])
-        chosen = _mmr(snap.vectors, candidates, value, key[candidates], k)
-        result["omitted"]["learnings"] = int(len(candidates) - len(chosen))
-    else:
-        pool = np.flatnonzero(is_learning)
-        chosen = list(pool[np.lexsort((key[pool], -weight_of[pool]))][: min(k, FALLBACK_LEARNINGS)])
+    def __init__(self, origin: str, snap: index_mod.Snapshot, queries: np.ndarray, day: dt.date,
+                 config: Config) -> None:
+        self.origin, self.snap = origin, snap
+        entry_sim = (snap.vectors @ queries.T).max(axis=1)
+        scope_sim = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T).max(axis=1)
+        self.scope_score = scope_sim[snap.scope_of]
+        self.learning = snap.alive & snap.is_learning
+        self.issue = snap.alive & ~snap.is_learning
+        self.weight = np.where(self.learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
+        self.relevance = 0.5 * self.scope_score + 0.5 * entry_sim
+        cut = config.threshold("entry_cutoff")
+        self.learn_hit = self.learning & ((self.scope_score >= config.threshold("learning_cutoff")) | (entry_sim >= cut))
+        self.issue_hit = self.issue & ((self.scope_score >= config.threshold("issue_cutoff")) | (entry_sim >= cut))
+
+    def shown_id(self, row: int) -> str:
+        entry = self.snap.entries[row]
+        return entry.id if self.origin == "skill" else GLOBAL_PREFIX + entry.id
+
+
+class Pool:
+    """Rows from several layers side by side: (layer, row) pairs with their vectors and sort keys."""
+
+    def __init__(self, layers: list[Layer], picks: list[np.ndarray]) -> None:
+        self.layers, self.picks = layers, picks
+        self.layer = np.concatenate([np.full(len(rows), i, np.int64) for i, rows in enumerate(picks)])
+        self.row = np.concatenate([np.asarray(rows, np.int64) for rows in picks])
+        self.refs = list(zip(self.layer.tolist(), self.row.tolist()))
+        self.vectors = self._gather(lambda layer: layer.snap.vectors)
+        self.key = self._gather(lambda layer: layer.snap.id_key)
+
+    def _gather(self, get) -> np.ndarray:
+        return np.concatenate([get(layer)[rows] for layer, rows in zip(self.layers, self.picks)])
+
+    def column(self, name: str) -> np.ndarray:
+        return self._gather(lambda layer: getattr(layer, name)).astype(np.float64)
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.picks = [rows[mask[self.layer == i]] for i, rows in enumerate(self.picks)]
+        self.__init__(self.layers, self.picks)
+
+    def order(self, value: np.ndarray) -> np.ndarray:
+        """Best first; ties go to the skill's own entry, then to the lower id."""
+        return np.lexsort((self.key, self.layer, -value))
+
+
+def _rank(layers: list[Layer], k: int, config: Config, result: dict[str, Any]) -> None:
+    skill = layers[0] if layers[0].origin == "skill" else None
+    learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
+    issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
+    # A global entry that says what a matched skill entry says is not repeated: the skill's wins.
+    for pool in (learn, issue):
+        _drop_repeats(pool, learn, issue, skill, config)
+
+    if learn.refs:
+        value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
+        chosen = [learn.refs[i] for i in _mmr(learn.vectors, value, learn.order(value), k)]
+        result["omitted"]["learnings"] = len(learn.refs) - len(chosen)
+    else:  # the floor: the strongest learnings overall
+        every = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
+        weight = every.column("weight")
+        chosen = [every.refs[i] for i in every.order(weight)[: min(k, FALLBACK_LEARNINGS)]]
         result["fallback"] = bool(chosen)
 
-    issue_hit = is_issue & ((scope_score >= config.threshold("issue_cutoff")) | (entry_sim >= entry_cut))
-    issues = np.flatnonzero(issue_hit)
-    if not len(issues) and is_issue.any():
-        nearest = np.flatnonzero(is_issue)
-        best = nearest[np.lexsort((key[nearest], -scope_score[nearest]))[0]]
-        issues = nearest[snap.scope_of[nearest] == snap.scope_of[best]]
+    if not issue.refs and any(layer.issue.any() for layer in layers):  # the floor: the nearest issue scope
+        every = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
+        li, row = every.refs[every.order(every.column("scope_score"))[0]]
+        near = layers[li]
+        rows = np.flatnonzero(near.issue & (near.snap.scope_of == near.snap.scope_of[row]))
+        issue = Pool(layers, [rows if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
         result["fallback"] = True
-    issues = issues[np.lexsort((key[issues], -relevance[issues]))]
-    result["omitted"]["issues"] = int(max(0, len(issues) - config.issues_k))
-    issues = issues[: config.issues_k]
+    ranked = issue.order(issue.column("relevance"))
+    result["omitted"]["issues"] = max(0, len(ranked) - config.issues_k)
+    issues = [issue.refs[i] for i in ranked[: config.issues_k]]
 
-    for i in chosen:
-        e = snap.entries[i]
-        result["learnings"].append({"id": e.id, "rule": e.body, "scope": e.scope, "recurrence": e.recurrence,
-                                    "weight": round(float(weight_of[i]), 4), "origin": "skill"})
-    for i in issues:
-        e = snap.entries[i]
-        result["issues"].append({"id": e.id, "rule": e.body, "scope": e.scope, "origin": "skill"})
-    result["conflicts"] = _conflicts(snap, [*chosen, *issues], config)
+    for li, row in chosen:
+        layer, e = layers[li], layers[li].snap.entries[row]
+        result["learnings"].append({"id": layer.shown_id(row), "rule": e.body, "scope": e.scope,
+                                    "recurrence": e.recurrence, "weight": round(float(layer.weight[row]), 4),
+                                    "origin": layer.origin})
+    for li, row in issues:
+        layer, e = layers[li], layers[li].snap.entries[row]
+        result["issues"].append({"id": layer.shown_id(row), "rule": e.body, "scope": e.scope, "origin": layer.origin})
+    result["conflicts"] = _conflicts(layers, [*chosen, *issues], config)
 
 
-def _mmr(vectors: np.ndarray, candidates: np.ndarray, value: np.ndarray, key: np.ndarray, k: int) -> list[int]:
+def _drop_repeats(pool: Pool, learn: Pool, issue: Pool, skill: Layer | None, config: Config) -> None:
+    if skill is None or not pool.refs:
+        return
+    mine = [(v, layer_row) for p in (learn, issue) for v, layer_row in zip(p.vectors, p.refs) if layer_row[0] == 0]
+    if not mine:
+        return
+    theirs = np.flatnonzero(pool.layer != 0)
+    if not len(theirs):
+        return
+    sims = pool.vectors[theirs] @ np.stack([v for v, _ in mine]).T
+    drop = set()
+    for t, row_sims in zip(theirs, sims):
+        li, row = pool.refs[t]
+        body = pool.layers[li].snap.entries[row].body
+        for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
+            other = skill.snap.entries[mine[m][1][1]].body
+            if not contradiction(body, other, float(row_sims[m]), config):
+                drop.add(int(t))
+                break
+    if drop:
+        mask = np.ones(len(pool.refs), bool)
+        mask[list(drop)] = False
+        pool.keep(mask)
+
+
+def _mmr(vectors: np.ndarray, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
     """Maximal marginal relevance: each pick trades value against likeness to what was picked.
-    Equal scores go to the lower id, so the result never depends on row order."""
-    order = np.lexsort((key, -value))[:MMR_POOL]
-    pool, value = candidates[order], value[order]
+    `order` ranks the candidates (value, then skill before global, then id), so equal scores
+    always resolve the same way whatever the row order."""
+    pool = order[:MMR_POOL]
+    value = value[pool]
     sims = vectors[pool] @ vectors[pool].T
     picked: list[int] = []
     closest = np.zeros(len(pool))
     available = np.ones(len(pool), bool)
     for step in range(min(k, len(pool))):
         score = np.where(available, MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest, -np.inf)
-        best = int(np.argmax(score))  # pool is in (value, id) order, so the first maximum is the lowest id
+        best = int(np.argmax(score))  # the first maximum: the earliest in `order`
         picked.append(best)
         available[best] = False
         closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
     return [int(pool[i]) for i in picked]
 
 
-def _conflicts(snap: index_mod.Snapshot, rows: list[int], config: Config) -> list[dict[str, Any]]:
+def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config) -> list[dict[str, Any]]:
     found = []
-    sims = snap.vectors[rows] @ snap.vectors[rows].T if rows else np.zeros((0, 0))
-    for i, a in enumerate(rows):
-        for j in range(i + 1, len(rows)):
-            b = rows[j]
-            reason = contradiction(snap.entries[a].body, snap.entries[b].body, float(sims[i, j]), config)
+    if not refs:
+        return found
+    vecs = np.stack([layers[li].snap.vectors[row] for li, row in refs])
+    sims = vecs @ vecs.T
+    for i, (la, ra) in enumerate(refs):
+        for j in range(i + 1, len(refs)):
+            lb, rb = refs[j]
+            reason = contradiction(layers[la].snap.entries[ra].body, layers[lb].snap.entries[rb].body,
+                                   float(sims[i, j]), config)
             if reason:
-                found.append({"ids": [snap.entries[a].id, snap.entries[b].id], "reason": reason})
+                found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
     return found

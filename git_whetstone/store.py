@@ -24,6 +24,7 @@ from .config import Config
 from .errors import RUNTIME, WhetstoneError, shown
 
 GLOBAL = "__global__"
+GLOBAL_PREFIX = "G:"  # how ids from the global layer are shown and accepted: G:L3
 KIND_FOLDER = {"learning": "learnings", "issue": "issues"}
 GITIGNORE = "index.sqlite*\nevents.jsonl\ncompact-report.md\n"
 _NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")

@@ -1,0 +1,155 @@
+"""The global layer (SPEC §4): taste that holds across skills.
+
+`__global__` is a store like any other; recall consults it beside the skill's own store. Entries
+reach it only by an explicit human step: `promote` lifts one entry (a new id there, provenance
+that says where it came from, removed from the skill in the same step), and `promote_cluster`
+enacts one of the cross-skill clusters that `clusters` finds (the same preference in at least
+`global_skill_count` skills). Each step is a commit in each repository it touches, so `git
+revert` in both undoes it.
+"""
+from __future__ import annotations
+
+import hashlib
+from contextlib import ExitStack
+from typing import Any
+
+import numpy as np
+
+from . import blocks
+from . import index as index_mod
+from .capture import Context, add_block
+from .config import Config, load
+from .embed import get_embedder
+from .errors import RUNTIME, WhetstoneError, shown
+from .judge import Groups, judge
+from .store import GLOBAL, GLOBAL_PREFIX, Store, list_skills, today
+
+
+def promote(skill: str, entry_id: str, *, config: Config | None = None) -> dict[str, Any]:
+    """Move one entry of `skill` into the global layer."""
+    config = config or load()
+    store = Store.open(config, skill)
+    store.require()
+    if store.skill == GLOBAL:
+        raise WhetstoneError("that entry is already in the global layer")
+    wanted = entry_id.strip().upper() if isinstance(entry_id, str) else ""
+    if not wanted or not wanted[0] in "LI" or not wanted[1:].isdigit():
+        raise WhetstoneError(f"unknown entry id {shown(entry_id)}: ids look like L3 or I2")
+    embedder = get_embedder(config.embedding_backend, config.embedding_model)
+    layer = Store.open(config, GLOBAL)
+    layer.create()
+    with store.lock(), layer.lock():
+        source = Context(config, store, index_mod.snapshot(store, embedder), embedder)
+        entry = source.entry(wanted)
+        target = Context(config, layer, index_mod.snapshot(layer, embedder), embedder)
+        new_id = _lift(source, target, [(store, entry)], entry)
+    shown_id = GLOBAL_PREFIX + new_id
+    return {"skill": store.skill, "status": "committed", "entry_id": entry.id, "global_id": shown_id,
+            "confirmation": f"Whetstone moved {entry.id} of {store.skill} to the global layer as {shown_id} "
+                            f"({entry.scope}); every skill's recall now sees it."}
+
+
+def _lift(source: Context | None, target: Context, members: list[tuple[Store, index_mod.Entry]],
+          lead: index_mod.Entry) -> str:
+    """Write `lead` (standing for all `members`) into the global store, then remove every member
+    from its skill, one commit per repository. A member store that refuses its commit leaves the
+    global entry reverted, so nothing is half moved."""
+    for other, verdict in target.nearest(lead.body, lead.scope):
+        if verdict.relation == "conflict":
+            raise WhetstoneError(f"{lead.id} contradicts the global {GLOBAL_PREFIX}{other.id} ({verdict.reason}); "
+                                 f"resolve that first")
+    day = today().isoformat()
+    provenance = [p for _, e in members for p in e.provenance]
+    provenance += [f"{day} — promoted from {store.skill} {e.id}" for store, e in members]
+    files: dict[str, str | None] = {}
+    learning = lead.kind == "learning"
+    recurrence = sum(e.recurrence for _, e in members) if learning else 1
+    first = min((e.first_seen for _, e in members if e.first_seen), default=None)
+    new_id = add_block(target, lead.kind, lead.body, lead.scope, provenance, files, recurrence=recurrence,
+                       first_seen=first)
+    where = ", ".join(f"{store.skill} {e.id}" for store, e in members)
+    target.commit(f"promote: add {new_id} ({lead.scope}) from {where}\n\n{lead.body}\n", files)
+    done: list[Store] = []
+    try:
+        for store, e in members:
+            ctx = source if source is not None and source.store is store else Context(
+                target.config, store, index_mod.snapshot(store, target.embedder), target.embedder)
+            text, block = ctx.block(e)
+            ctx.commit(f"promote: move {e.id} ({e.scope}) to the global layer as {GLOBAL_PREFIX}{new_id}\n\n"
+                       f"{e.body}\n", {e.path: blocks.remove(text, block) or None})
+            done.append(store)
+    except WhetstoneError as exc:
+        from . import gitbin
+        gitbin.run(target.store.path, "revert", "--no-edit", "HEAD", check=False)
+        raise WhetstoneError(f"promotion stopped, global entry reverted: {exc.message}", exit_code=RUNTIME) from None
+    return new_id
+
+
+def clusters(*, config: Config | None = None) -> list[dict[str, Any]]:
+    """Preferences that at least `global_skill_count` skills hold in the same words (as the judge
+    sees it), each with a stable id made from its members."""
+    config = config or load()
+    embedder = get_embedder(config.embedding_backend, config.embedding_model)
+    rows: list[tuple[str, index_mod.Entry]] = []
+    vectors = []
+    for name in list_skills(config):
+        if name == GLOBAL:
+            continue
+        snap = index_mod.snapshot(Store.open(config, name), embedder)
+        for i in np.flatnonzero(snap.alive):
+            rows.append((name, snap.entries[i]))
+            vectors.append(snap.vectors[i])
+    if not rows:
+        return []
+    matrix = np.stack(vectors)
+    sims = matrix @ matrix.T
+    groups = Groups(len(rows))
+    for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)):
+        (sa, ea), (sb, eb) = rows[a], rows[b]
+        if sa != sb and ea.kind == eb.kind and \
+                judge(eb.body, ea.body, float(sims[a, b]), config).relation == "duplicate":
+            groups.union(int(a), int(b))
+    found = []
+    for group in groups.groups():
+        members = [rows[i] for i in group]
+        skills = sorted({s for s, _ in members})
+        if len(skills) < config.global_skill_count:
+            continue
+        key = "|".join(sorted(f"{s}:{e.id}" for s, e in members))
+        lead = max(members, key=lambda m: (m[1].recurrence, -int(m[1].id[1:])))[1]
+        found.append({"id": "C-" + hashlib.sha1(key.encode()).hexdigest()[:8], "skills": skills, "kind": lead.kind,
+                      "rule": lead.body, "scope": lead.scope,
+                      "members": [{"skill": s, "id": e.id, "rule": e.body, "scope": e.scope} for s, e in members]})
+    return sorted(found, key=lambda c: (-len(c["skills"]), c["id"]))
+
+
+def promote_cluster(cluster_id: str, *, config: Config | None = None) -> dict[str, Any]:
+    """Enact one reported cluster: one global entry for all of its members, removed from each skill."""
+    config = config or load()
+    found = {c["id"]: c for c in clusters(config=config)}
+    wanted = cluster_id.strip() if isinstance(cluster_id, str) else ""
+    if wanted not in found:
+        raise WhetstoneError(f"unknown cluster {shown(cluster_id)}: `git whetstone compact --all` lists the current ones")
+    cluster = found[wanted]
+    embedder = get_embedder(config.embedding_backend, config.embedding_model)
+    layer = Store.open(config, GLOBAL)
+    layer.create()
+    stores = {name: Store.open(config, name) for name in cluster["skills"]}
+    with ExitStack() as locks:
+        for store in (layer, *stores.values()):
+            locks.enter_context(store.lock())
+        members = []
+        for item in cluster["members"]:
+            store = stores[item["skill"]]
+            snap = index_mod.snapshot(store, embedder)
+            if item["id"] not in snap.by_id:
+                raise WhetstoneError(f"{item['skill']} {item['id']} changed since the cluster was found; "
+                                     f"run compact --all again")
+            members.append((store, snap.entries[snap.by_id[item["id"]]]))
+        lead = max((e for _, e in members), key=lambda e: (e.recurrence, -int(e.id[1:])))
+        target = Context(config, layer, index_mod.snapshot(layer, embedder), embedder)
+        new_id = _lift(None, target, members, lead)
+    shown_id = GLOBAL_PREFIX + new_id
+    return {"cluster": wanted, "status": "committed", "global_id": shown_id, "skills": cluster["skills"],
+            "confirmation": f"Whetstone made cluster {wanted} the global {shown_id}, removed from "
+                            f"{', '.join(cluster['skills'])}."}
