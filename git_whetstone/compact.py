@@ -21,7 +21,7 @@ import numpy as np
 from . import blocks, events
 from . import index as index_mod
 from .config import Config, load
-from .embed import get_embedder
+from .embed import content_words, get_embedder
 from .judge import Groups, judge
 from .retrieve import weight
 from .store import GLOBAL_PREFIX, Store, list_skills, scope_key, today
@@ -80,6 +80,12 @@ def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
         groups = Groups(len(numbers))
         for a, b in np.argwhere(np.triu(sims >= config.threshold("scope_merge"), 1)):
             groups.union(int(a), int(b))
+        words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
+        for at, n in enumerate(numbers):
+            stems = frozenset(content_words(snap.scopes[n][2]))
+            if stems in words:
+                groups.union(words[stems], at)
+            words.setdefault(stems, at)
         clusters = groups.groups() + [[i] for i in range(len(numbers))
                                       if all(i not in g for g in groups.groups())]
         for group in clusters:

@@ -23,16 +23,17 @@ SUPERVISION_MODES = ("autonomous", "balanced", "supervised")
 #   scope     cosine between two scope phrases that makes them "the same or close" scopes
 #   learning_cutoff / issue_cutoff   scope match cutoffs for recall (issues lower)
 #   entry_cutoff  direct entry-to-intent cosine that admits an entry whatever its scope scored
-#   scope_merge   cosine between two scope phrases that compact merges into one scope
+#   scope_merge   cosine between two scope phrases that compact merges into one scope (phrases
+#                 with the same content words merge whatever the cosine)
 THRESHOLD_NAMES = ("dedup", "grey", "conflict", "scope", "scope_merge", "learning_cutoff", "issue_cutoff",
                    "entry_cutoff")
 DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "hashing": {
-        "dedup": 0.66, "grey": 0.48, "conflict": 0.60, "scope": 0.45, "scope_merge": 0.80,
+        "dedup": 0.66, "grey": 0.48, "conflict": 0.60, "scope": 0.45, "scope_merge": 0.90,
         "learning_cutoff": 0.24, "issue_cutoff": 0.18, "entry_cutoff": 0.30,
     },
     "sentence-transformers": {
-        "dedup": 0.84, "grey": 0.72, "conflict": 0.78, "scope": 0.60, "scope_merge": 0.85,
+        "dedup": 0.84, "grey": 0.72, "conflict": 0.78, "scope": 0.60, "scope_merge": 0.90,
         "learning_cutoff": 0.35, "issue_cutoff": 0.28, "entry_cutoff": 0.45,
     },
 }

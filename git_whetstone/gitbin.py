@@ -74,13 +74,20 @@ def commit(repo: Path, message: str, paths: list[str]) -> None:
     """
     others = run(repo, "diff", "--cached", "--name-only", "-z", check=False)
     mixed = others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
-    run(repo, "add", "-A", "--", *paths)
+    listed = "\0".join(paths)  # paths go through stdin: a compaction may touch thousands of files
+    run(repo, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=listed)
     # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
     # see WHETSTONE_WRITING. Automatic maintenance is checked by `maybe_gc` instead of on every commit.
     env = dict(_identity_fallback(str(repo)))
     env["WHETSTONE_WRITING"] = "1"
-    run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-m", message,
-        *(["--", *paths] if mixed else []), env=env)
+    note = repo / ".git" / "WHETSTONE_COMMIT_MSG"  # a file: a compaction's message outgrows argv
+    note.write_text(message, encoding="utf-8")
+    try:
+        run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-F", str(note),
+            *(["--pathspec-from-file=-", "--pathspec-file-nul"] if mixed else []),
+            input=listed if mixed else None, env=env)
+    finally:
+        note.unlink(missing_ok=True)
     maybe_gc(repo)
 
 
