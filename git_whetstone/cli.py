@@ -332,6 +332,11 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
         raise SystemExit(1)
 
 
+# --- sharing taste: packs and rule files ----------------------------------------------------------
+
+SHARE_FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
+
+
 @main.command(name="list")
 @json_option
 @click.pass_obj
@@ -407,6 +412,189 @@ def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_
     where = run_path(skill, config=state.config())["path"]
     args = ["git", "-C", where, "log", f"-n{max_count}", *(git_args or ("--format=%h %ad %s", "--date=short"))]
     raise SystemExit(subprocess.call(args))
+
+
+# --- hand edits and git ---------------------------------------------------------------------------
+
+@main.command()
+@click.argument("skill")
+@click.option("--staged", is_flag=True, help="Check what is staged for the next commit instead of the work tree.")
+@json_option
+@click.pass_obj
+def validate(state: State, skill: str, staged: bool, as_json: bool) -> None:
+    """Check SKILL's learnings and issues: one 'path:line: message' per problem.
+
+    Runs the checks of the pre-commit hook (the block format, read as whetstone and as a markdown
+    renderer read it, and ids claimed twice) over every scope file. Exit 0 when all is valid, 1
+    when there is a problem.
+
+    \b
+    Example:
+      git whetstone validate great-tables
+      git whetstone validate great-tables --staged
+    """
+    from .validation import validate as run_validate
+    result = run_validate(skill, staged, config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        where = "staged files" if r["staged"] else "files"
+        for error in r["errors"]:
+            click.echo(error["text"])
+        if r["valid"]:
+            click.echo(f"{r['skill']}: {r['files']} {where} valid")
+        else:
+            click.echo(f"{r['skill']}: {_count(len(r['errors']), 'problem')} in {r['files']} {where}", err=True)
+    emit(state, as_json, result, human)
+    if not result["valid"]:
+        raise SystemExit(1)
+
+
+@main.command()
+@click.argument("skill")
+@json_option
+@click.pass_obj
+def reindex(state: State, skill: str, as_json: bool) -> None:
+    """Throw SKILL's index away and rebuild it from the markdown.
+
+    Never needed for correctness (every read brings the index up to date); useful after changing
+    the embedding backend by hand or to measure a cold build.
+    """
+    from .hooks import reindex as run_reindex
+    result = run_reindex(skill, config=state.config())
+    emit(state, as_json, result, lambda r: click.echo(
+        f"reindexed {r['skill']}: {_count(r['learnings'], 'learning')}, {_count(r['issues'], 'issue')} in "
+        f"{_count(r['scopes'], 'scope')} ({r['backend']})"))
+
+
+@main.command()
+@click.argument("skill")
+@click.argument("scope", required=False)
+@click.option("--issue", is_flag=True, help="Edit (or start) SCOPE's issues file rather than its learnings.")
+@json_option
+@click.pass_obj
+def edit(state: State, skill: str, scope: str | None, issue: bool, as_json: bool) -> None:
+    """Edit SKILL's markdown in $VISUAL or $EDITOR, then validate and commit it.
+
+    Opens the files holding SCOPE (a new file with a template block when SCOPE is new; every file
+    when SCOPE is left out). The store changes only when the edit is valid, in one commit that
+    names the ids touched. An invalid edit is shown and, on a terminal, offered back to the
+    editor; otherwise it is dropped and nothing changes (exit 1).
+
+    \b
+    Example:
+      git whetstone edit great-tables "color encoding"
+      EDITOR=nano git whetstone edit great-tables "corner radius" --issue
+    """
+    from .edit import edit as run_edit
+
+    def ask(errors: list) -> bool:
+        for error in errors:
+            click.echo(str(error), err=True)
+        return click.confirm("The edit is not valid. Open the editor again?", default=True, err=True)
+
+    terminal = sys.stdin is not None and sys.stdin.isatty()
+    result = run_edit(skill, scope, issue=issue, config=state.config(), ask=ask if terminal else None)
+
+    def human(r: dict[str, Any]) -> None:
+        if r["status"] == "aborted":
+            for error in r["errors"] if not terminal else []:
+                click.echo(error, err=True)
+            click.echo(r["message"], err=True)
+        else:
+            click.echo(f"{r['status']}: {r['message']}")
+    emit(state, as_json, result, human)
+    if result["status"] == "aborted":
+        raise SystemExit(1)
+
+
+@main.group(name="hooks")
+def hooks_group() -> None:
+    """Install or remove the git hooks that check and index hand edits of a store.
+
+    attach installs them; a hook that was already there is kept and run first.
+    """
+
+
+def _show_hooks(r: dict[str, Any]) -> None:
+    for s in r["stores"]:
+        if s["status"] == "refused":
+            continue
+        actions = ", ".join(f"{name} {what}" for name, what in s["hooks"].items())
+        click.echo(f"{s['skill']}: {s['status']} in {s['hooks_dir']} ({actions})")
+    for s in r["stores"]:
+        for warning in s["warnings"]:
+            click.echo(f"warning: {s['skill']}: {warning}", err=True)
+
+
+def _hooks_options(command: Callable) -> Callable:
+    command = click.option("--force", is_flag=True,
+                           help="Write even into a hooks directory other repositories share (core.hooksPath).")(command)
+    command = click.option("--all", "every", is_flag=True, help="Every store under the store root.")(command)
+    return click.argument("skill", required=False)(command)
+
+
+@hooks_group.command(name="install")
+@_hooks_options
+@json_option
+@click.pass_obj
+def hooks_install(state: State, skill: str | None, every: bool, force: bool, as_json: bool) -> None:
+    """Install the hooks in SKILL's store (or every store with --all).
+
+    A foreign hook is moved to NAME.whetstone-chained and run before whetstone's. A hooks directory
+    shared with other repositories (a global core.hooksPath) is refused unless --force; exit 1 then.
+
+    \b
+    Example:
+      git whetstone hooks install --all
+    """
+    from .hooks import install
+    result = install(skill, every, force, config=state.config())
+    emit(state, as_json, result, _show_hooks)
+    if not result["ok"]:
+        raise SystemExit(1)
+
+
+@hooks_group.command(name="uninstall")
+@_hooks_options
+@json_option
+@click.pass_obj
+def hooks_uninstall(state: State, skill: str | None, every: bool, force: bool, as_json: bool) -> None:
+    """Remove whetstone's hooks from SKILL's store (or every store), restoring chained ones.
+
+    Only whetstone's shims are removed; attach will not put them back until hooks install.
+    """
+    from .hooks import uninstall
+    result = uninstall(skill, every, force, config=state.config())
+    emit(state, as_json, result, _show_hooks)
+    if not result["ok"]:
+        raise SystemExit(1)
+
+
+@main.command(hidden=True, context_settings={"ignore_unknown_options": True})
+@click.argument("name")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def hook(name: str, args: tuple[str, ...]) -> None:
+    """Run the store hook NAME in the current repository (what the installed shims call).
+
+    pre-commit exits 1 to refuse a commit; the others always exit 0.
+    """
+    from .hooks import run_hook
+    raise SystemExit(run_hook(name, list(args)))
+
+
+@main.command(name="install-man")
+@click.option("--dir", "directory", metavar="DIR", help="Where to put git-whetstone.1 "
+              "(default: ~/.local/share/man/man1, searched by man when ~/.local/bin is on PATH).")
+@json_option
+@click.pass_obj
+def install_man(state: State, directory: str | None, as_json: bool) -> None:
+    """Copy the man page where man finds it, for installs that did not put it there.
+
+    Then 'git help whetstone' and 'git whetstone --help' open it.
+    """
+    from .resources import install_man as run_install_man
+    result = run_install_man(directory)
+    emit(state, as_json, result, lambda r: click.echo(f"installed {r['path']}"))
 
 
 @main.command()

@@ -117,7 +117,8 @@ class Store:
     # --- creation -------------------------------------------------------------------------------
 
     def create(self) -> bool:
-        """Make the repository with its first commit; False when it already was a store."""
+        """Make the repository with its first commit and install its hooks; False when it already
+        was a store."""
         if self.exists:
             return False
         if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
@@ -133,6 +134,8 @@ class Store:
         except BaseException:
             _remove_tree(self.path)
             raise
+        from . import hooks
+        self.warnings += hooks.ensure(self)
         return True
 
     # --- locking --------------------------------------------------------------------------------
@@ -179,6 +182,17 @@ class Store:
         seen[kind] = number + 1
         write_atomic(self.path / ".git" / "whetstone-ids.json", _ids_text(seen))
         return f"{prefix}{number}", _ids_text(counters)
+
+    def keep_ids(self, top: dict[str, int]) -> str:
+        """Raise the high-water mark over every id the markdown claims (`top`: highest number per
+        prefix, hand-written blocks included), so an id a person wrote is never minted again, even
+        after its block is deleted; returns the text next_ids.json should have to match. The
+        post-commit hook and `edit` call it; `mint` then starts above it."""
+        counters, seen = self._read_ids(top), self._high_water(top)
+        for kind, prefix in (("learning", "L"), ("issue", "I")):
+            counters[kind] = seen[kind] = max(counters[kind], seen[kind], top.get(prefix, 0) + 1)
+        write_atomic(self.path / ".git" / "whetstone-ids.json", _ids_text(seen))
+        return _ids_text(counters)
 
     def _high_water(self, top: dict[str, int]) -> dict[str, int]:
         try:
@@ -256,7 +270,8 @@ class Store:
                 else:
                     write_atomic(path, data)
             # unstage what `git add` staged, so git's index matches HEAD again
-            gitbin.run(self.path, "reset", "-q", "--", *[self.rel(p) for p in files], check=False)
+            gitbin.run(self.path, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
+                       input="\0".join(self.rel(p) for p in files), check=False)
             raise
 
 
@@ -292,8 +307,9 @@ def list_skills(config: Config) -> list[str]:
 
 
 def attach(skill: str, path: str | None = None, *, config: Config | None = None) -> dict:
-    """Create `skill`'s store (first commit, .gitignore, next_ids.json) unless it exists.
-    `path`, if given, is the skill's own directory, recorded in the store's git config."""
+    """Create `skill`'s store (first commit, .gitignore, next_ids.json) unless it exists, and
+    install its git hooks (see `hooks.ensure`). `path`, if given, is the skill's own directory,
+    recorded in the store's git config."""
     from .config import load
 
     config = config or load()
@@ -306,9 +322,13 @@ def attach(skill: str, path: str | None = None, *, config: Config | None = None)
         if not resolved.is_dir():
             raise WhetstoneError(f"path {shown(path)} is not a directory (give the skill's own directory)")
         skill_path = str(resolved)
-    created = store.create()
+    created = store.create()  # a new store gets its hooks there
+    if not created:
+        from . import hooks
+        store.warnings += hooks.ensure(store)  # an existing one gets them refreshed
     if skill_path:
         gitbin.run(store.path, "config", "whetstone.skillPath", skill_path)
     return {"skill": store.skill, "path": str(store.path), "created": created,
             "status": "attached" if created else "already_attached",
-            **({"skill_path": skill_path} if skill_path else {})}
+            **({"skill_path": skill_path} if skill_path else {}),
+            **({"warnings": store.warnings} if store.warnings else {})}
