@@ -182,14 +182,16 @@ def _open(config: Config, skill: object, create: bool) -> tuple[Store, Any]:
 
 
 def add_block(ctx: Context, kind: str, body: str, scope: str, provenance: list[str],
-               pending: dict[str, str | None], recurrence: int = 1, first_seen: str | None = None) -> str:
+               pending: dict[str, str | None], recurrence: int = 1, first_seen: str | None = None,
+               last_seen: str | None = None) -> str:
     """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
-    included) and return its id."""
+    included) and return its id. `first_seen`/`last_seen` default to today (an import keeps its
+    source's dates, so a stale preference does not arrive looking fresh)."""
     entry_id, ids_text = ctx.store.mint(kind, ctx.snap.top)
     day = today().isoformat()
     fields: list[tuple[str, str]] = []
     if kind == "learning":
-        fields += [("recurrence", str(recurrence)), ("first_seen", first_seen or day), ("last_seen", day)]
+        fields += [("recurrence", str(recurrence)), ("first_seen", first_seen or day), ("last_seen", last_seen or day)]
     fields.append(("scope", scope))
     fields += [("provenance", blocks.encode_value(p)) for p in provenance]
     rel = ctx.store.rel(ctx.store.file_for_scope(kind, scope, ctx.known_scopes()))

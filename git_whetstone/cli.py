@@ -337,6 +337,113 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
 SHARE_FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
 
 
+@main.command()
+@click.argument("skill")
+@click.option("-o", "--output", metavar="FILE", help="Where to write it (a pack defaults to "
+              "SKILL.whetstone.tar.gz here; a rule file is printed unless given).")
+@click.option("--format", "fmt", type=click.Choice(SHARE_FORMATS), default="pack", show_default=True,
+              help="A preference pack, or a rule file for AGENTS.md, CLAUDE.md or a Cursor rule (.mdc).")
+@click.option("--min-weight", type=click.FloatRange(0, 1), default=0.3, show_default=True,
+              help="Rule files: leave out learnings weighing less than this.")
+@json_option
+@click.pass_obj
+def export(state: State, skill: str, output: str | None, fmt: str, min_weight: float, as_json: bool) -> None:
+    """Write SKILL's learnings and issues as a preference pack or as a rule file.
+
+    A pack (.tar.gz: learnings/, issues/, pack.toml) is the same bytes for the same store; no
+    history, index or telemetry goes in. A rule file lists the issues as MUST rules and the
+    learnings above --min-weight as preferences, strongest first, grouped by scope.
+
+    \b
+    Example:
+      git whetstone export great-tables -o tables.tar.gz
+      git whetstone export great-tables --format agents-md -o AGENTS.md
+      git whetstone export great-tables --format cursor-rule -o .cursor/rules/tables.mdc
+    """
+    from .packs import export as run_export
+    result = run_export(skill, output, fmt, min_weight=min_weight, config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        if r.get("text") is not None:
+            click.echo(r["text"], nl=False)
+        elif r["format"] == "pack":
+            click.echo(f"exported {r['skill']} to {r['path']}: {_count(r['learnings'], 'learning')}, "
+                       f"{_count(r['issues'], 'issue')} in {_count(r['scopes'], 'scope')} ({r['bytes']} bytes)")
+        else:
+            click.echo(f"exported {r['skill']} to {r['path']}: {_count(r['rules'], 'rule')}, "
+                       f"{_count(r['preferences'], 'preference')} ({r['left_out']} weaker learnings left out)")
+    emit(state, as_json, result, human)
+
+
+@main.command(name="import")
+@click.argument("skill")
+@click.argument("source", metavar="PACK")
+@click.option("--merge", "mode", flag_value="merge", default=True,
+              help="Add what is new, reinforce near-duplicates, skip conflicts (the default).")
+@click.option("--replace", "mode", flag_value="replace", help="Swap every entry of SKILL for the pack's.")
+@click.option("--dry-run", is_flag=True, help="Only report what the import would do.")
+@click.option("--from", "fmt", type=click.Choice(SHARE_FORMATS[1:]),
+              help="PACK is a rule file (AGENTS.md, CLAUDE.md, Cursor .mdc) rather than a pack.")
+@json_option
+@click.pass_obj
+def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt: str | None,
+            as_json: bool) -> None:
+    """Import a preference pack (or a rule file) into SKILL, in one commit.
+
+    Merge judges each entry as capture does: new ones are added under new ids (their source
+    kept in provenance), a near-duplicate learning is reinforced once, a near-duplicate issue is
+    a noop, a contradiction is skipped and reported. Importing the same pack again changes
+    nothing. A pack is untrusted: anything but plain entry files, or a manifest that does not
+    match, refuses it whole. With --from, each bullet becomes a capture: always/never/must rules
+    become issues, the rest learnings, scoped by the nearest heading.
+
+    \b
+    Example:
+      git whetstone import great-tables tables.tar.gz --dry-run
+      git whetstone import great-tables tables.tar.gz --replace
+      git whetstone import great-tables AGENTS.md --from agents-md
+    """
+    from .packs import PROGRESS_MIN, import_pack
+    bar = _ProgressBar("importing", PROGRESS_MIN) if sys.stderr.isatty() else None
+    try:
+        result = import_pack(skill, source, mode, dry_run, fmt, progress=bar, config=state.config())
+    finally:
+        if bar is not None:
+            bar.close()
+
+    def human(r: dict[str, Any]) -> None:
+        c = r["counts"]
+        verb = {"dry_run": "would import", "committed": "imported", "unchanged": "nothing new from"}[r["status"]]
+        click.echo(f"{r['skill']}: {verb} {r['source']} ({r['mode']}): {c['committed']} committed, "
+                   f"{c['reinforced']} reinforced, {c['noop']} noop, {c['conflicts']} conflicts"
+                   + (f", {c['removed']} removed" if r["mode"] == "replace" else ""))
+        for item in r["conflicts"]:
+            other = item["conflicts_with"]
+            click.echo(f"  conflict: {item['from']} \"{_one_line(item['rule'])}\" contradicts {other['id']} "
+                       f"({other['scope']}): {item['reason']}")
+    emit(state, as_json, result, human)
+
+
+class _ProgressBar:
+    """A progress callback that draws on stderr once a job has more than `least` steps."""
+
+    def __init__(self, label: str, least: int) -> None:
+        self.label, self.least, self.bar = label, least, None
+
+    def __call__(self, done: int, total: int) -> None:
+        if total <= self.least:
+            return
+        if self.bar is None:
+            self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
+            self.bar.__enter__()
+        self.bar.update(done - self.bar.pos)
+
+    def close(self) -> None:
+        if self.bar is not None:
+            self.bar.__exit__(None, None, None)
+            self.bar = None
+
+
 @main.command(name="list")
 @json_option
 @click.pass_obj
