@@ -11,7 +11,7 @@ from __future__ import annotations
 import re
 import unicodedata
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -149,24 +149,23 @@ class Context:
                 return text, block
         raise WhetstoneError(f"{entry.id} moved while being changed; try again", exit_code=RUNTIME)
 
-    def nearest(self, body: str, scope: str, exclude: str | None = None) -> list[tuple[index_mod.Entry, Verdict]]:
-        """Stored entries ranked by likeness to `body`, each with the judge's verdict."""
+    def nearest(self, body: str, scope: str, exclude: str | None = None) -> Iterator[tuple[index_mod.Entry, Verdict]]:
+        """Stored entries by likeness to `body`, closest first, each with the judge's verdict.
+        Lazy: callers stop at the first verdict that decides their case."""
         if not self.snap.count:
-            return []
+            return
         body_vec, scope_vec = self.embedder.embed([body, scope])
         sims = np.where(self.snap.alive, self.snap.vectors @ body_vec, -1.0)
         scope_sims = self.snap.phrases @ scope_vec
         floor = min(self.config.threshold("grey"), self.config.threshold("conflict"))
         near = np.flatnonzero(sims >= floor)
-        out = []
         for row in near[np.lexsort((self.snap.id_key[near], -sims[near]))][:25]:
             e = self.snap.entries[row]
             if e.id == exclude:
                 continue
             close = (scope_key(e.scope) == scope_key(scope)
                      or scope_sims[self.snap.scope_of[row]] >= self.config.threshold("scope"))
-            out.append((e, judge(body, e.body, float(sims[row]), self.config, same_scope=close)))
-        return out
+            yield e, judge(body, e.body, float(sims[row]), self.config, same_scope=close)
 
     def commit(self, message: str, files: dict[str, str | None]) -> None:
         self.store.write_and_commit(message, {self.store.path / rel: text for rel, text in files.items()})
@@ -273,12 +272,16 @@ def _global_conflict(ctx: Context, kind: str, body: str, said: str | None, resul
 def _capture(ctx: Context, kind: str, body: str, scope: str, stamp: str, said: str | None,
              result: dict[str, Any]) -> None:
     config = ctx.config
-    verdicts = ctx.nearest(body, scope)
     # The closest decisive entry wins: an exact repeat of one rule is not a conflict with another.
-    decisive = next(((e, v) for e, v in verdicts if v.relation in ("duplicate", "conflict")), None)
+    decisive = grey = None
+    for entry, verdict in ctx.nearest(body, scope):
+        if verdict.relation in ("duplicate", "conflict"):
+            decisive = (entry, verdict)
+            break
+        if grey is None and verdict.relation == "similar" and entry.kind == kind:
+            grey = (entry, verdict)
     conflict = decisive if decisive and decisive[1].relation == "conflict" else None
     same = decisive if decisive and decisive[1].relation == "duplicate" else None
-    grey = next(((e, v) for e, v in verdicts if v.relation == "similar" and e.kind == kind), None)
 
     if conflict and said != "replace":
         old, verdict = conflict

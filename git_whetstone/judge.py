@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 
 from .config import Config
 from .embed import NEGATIONS, normalize, stem, words
@@ -39,11 +40,13 @@ class Verdict:
     reason: str = ""
 
 
+@lru_cache(maxsize=8192)
 def negated(text: str) -> bool:
     """True when the rule says not to do something (never, don't, avoid, without, no …)."""
     return any(t in NEGATIONS for t in words(text))
 
 
+@lru_cache(maxsize=8192)
 def numbers(text: str) -> frozenset[str]:
     found = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))}
     found |= {t for t in words(text) if t.isdigit()}
@@ -52,14 +55,15 @@ def numbers(text: str) -> frozenset[str]:
     return frozenset(found)
 
 
-def antonym_sides(text: str) -> dict[int, set[int]]:
+@lru_cache(maxsize=8192)
+def antonym_sides(text: str) -> dict[int, frozenset[int]]:
     sides: dict[int, set[int]] = {}
     for token in words(text):
         for part in re.split(r"[-/]", token):
             hit = _SIDE.get(stem(part))
             if hit:
                 sides.setdefault(hit[0], set()).add(hit[1])
-    return sides
+    return {pair: frozenset(side) for pair, side in sides.items()}  # cached: never mutated
 
 
 def conflict_reason(a: str, b: str) -> tuple[str, str]:
