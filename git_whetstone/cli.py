@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from typing import Any, Callable
 
@@ -518,6 +517,7 @@ def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_
         return
     where = run_path(skill, config=state.config())["path"]
     args = ["git", "-C", where, "log", f"-n{max_count}", *(git_args or ("--format=%h %ad %s", "--date=short"))]
+    import subprocess
     raise SystemExit(subprocess.call(args))
 
 

@@ -6,7 +6,6 @@ is a `WhetstoneError` that names the key and where it came from.
 from __future__ import annotations
 
 import os
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -182,8 +181,9 @@ def _read_file(path: Path, explicit: bool = False) -> dict[str, Any]:
     except OSError as exc:
         raise WhetstoneError(f"{path}: cannot read config: {exc.strerror}") from None
     try:
+        import tomllib  # only when there is a file to read
         return tomllib.loads(raw.decode("utf-8"))
-    except (tomllib.TOMLDecodeError, UnicodeDecodeError) as exc:
+    except (ValueError, UnicodeDecodeError) as exc:  # TOMLDecodeError is a ValueError
         raise WhetstoneError(f"{path}: not a valid TOML file: {exc}") from None
 
 

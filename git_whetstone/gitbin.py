@@ -6,10 +6,13 @@ inside a hook) is dropped so each call talks to the store it names and nothing e
 from __future__ import annotations
 
 import os
-import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .errors import RUNTIME, WhetstoneError
+
+if TYPE_CHECKING:
+    import subprocess
 
 FALLBACK_NAME = "whetstone"
 FALLBACK_EMAIL = "whetstone@localhost"
@@ -29,6 +32,7 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def run(repo: Path, *args: str, check: bool = True, input: str | None = None,
         env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
     """Run `git -C repo args…`; a failure with `check` becomes a WhetstoneError with git's words."""
+    import subprocess  # here, not at the top: recall never runs git and need not import it
     try:
         # git and its hooks never read our stdin: in the MCP server that is the protocol pipe
         proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, text=True,

@@ -22,7 +22,6 @@ from typing import NamedTuple
 
 import numpy as np
 
-from . import blocks
 from .embed import Embedder
 from .store import KIND_FOLDER, Store, scope_key
 
@@ -476,6 +475,8 @@ def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, st
 
 def read_file(store: Store, rel: str) -> tuple[list[Entry], str | None]:
     """Parse one scope file; if it fails validation, serve its last committed version instead."""
+    from . import blocks  # here: a recall from a fresh index parses nothing and need not load it
+
     folder = rel.split("/", 1)[0]
     try:
         text = (store.path / rel).read_bytes().decode("utf-8")
@@ -508,7 +509,7 @@ def _committed_text(store: Store, rel: str) -> str | None:
         return None
 
 
-def _entries(parsed: list[blocks.Block], rel: str) -> list[Entry]:
+def _entries(parsed: list, rel: str) -> list[Entry]:
     return [Entry(b.id, b.kind, rel, b.line, b.title, b.scope, b.body,
                   b.recurrence if b.kind == "learning" else 0,
                   b.get("first_seen"), b.get("last_seen"), tuple(b.provenance)) for b in parsed]
