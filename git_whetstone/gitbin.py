@@ -76,8 +76,7 @@ def commit(repo: Path, message: str, paths: list[str]) -> None:
     When the user has nothing else staged, a plain commit is enough; otherwise the commit names the
     paths (git's slower --only mode), so a half-staged hand edit never rides along.
     """
-    others = run(repo, "diff", "--cached", "--name-only", "-z", check=False)
-    mixed = others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
+    mixed = _staged_elsewhere(repo, paths)
     listed = "\0".join(paths)  # paths go through stdin: a compaction may touch thousands of files
     run(repo, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=listed)
     # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
@@ -92,7 +91,30 @@ def commit(repo: Path, message: str, paths: list[str]) -> None:
             input=listed if mixed else None, env=env)
     finally:
         note.unlink(missing_ok=True)
+    _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
     maybe_gc(repo)
+
+
+# git's index (.git/index) as this process left it after its last commit, per repository: while
+# it is untouched, nobody can have staged anything, and the `git diff --cached` check is skipped.
+_CLEAN_INDEX: dict[str, tuple[int, int, int] | None] = {}
+
+
+def _index_stamp(repo: Path) -> tuple[int, int, int] | None:
+    try:
+        st = (repo / ".git" / "index").stat()
+    except OSError:
+        return None
+    return st.st_mtime_ns, st.st_size, st.st_ino
+
+
+def _staged_elsewhere(repo: Path, paths: list[str]) -> bool:
+    """Whether git's index holds staged changes to files other than `paths`."""
+    known = _CLEAN_INDEX.get(str(repo))
+    if known is not None and known == _index_stamp(repo):
+        return False
+    others = run(repo, "diff", "--cached", "--name-only", "-z", check=False)
+    return others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
 
 
 def maybe_gc(repo: Path) -> None:

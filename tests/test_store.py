@@ -557,3 +557,18 @@ def test_today_can_be_pinned(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.setenv("WHETSTONE_TODAY", "2026-02-30")
     with pytest.raises(WhetstoneError, match="WHETSTONE_TODAY"):
         today()
+
+
+def test_a_capture_never_commits_what_the_user_staged(store_root: Path):
+    """The tool commits only its own files, even in a long-lived process that skips the staged-
+    changes check while git's index is as it left it."""
+    from git_whetstone.capture import capture
+    capture("demo", "learning", "Bold the header row", "headers", "x")
+    store = store_root / "demo"
+    path = next((store / "learnings").glob("*.md"))
+    path.write_text(path.read_text().replace("Bold the header row\n", "Bold the header row, always\n"))
+    git(store, "add", "-A")  # a hand edit staged but not committed
+    capture("demo", "learning", "Band alternate rows in grey", "banding", "x")
+    committed = git(store, "show", "--stat", "--format=", "HEAD").stdout
+    assert "banding" in committed and "headers" not in committed
+    assert git(store, "diff", "--cached", "--name-only").stdout.strip().startswith("learnings/headers")
