@@ -175,8 +175,7 @@ def _show_write(r: dict[str, Any]) -> None:
 @main.command()
 @click.argument("skill")
 @click.argument("entry_id", metavar="ID")
-@click.argument("action", type=click.Choice(["reinforce", "weaken", "remove", "promote", "demote"]),
-                metavar="ACTION")
+@click.argument("action", metavar="ACTION")  # checked by the library, so CLI and MCP say the same
 @click.option("--body", help="Reword the entry.")
 @click.option("--scope", help="Move the entry to another scope.")
 @click.option("--run-id", help="The run_id recall returned.")

@@ -42,7 +42,9 @@ def run(repo: Path, *args: str, check: bool = True, input: str | None = None,
     if check and proc.returncode != 0:
         said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
         reason = said[-1] if said else f"exit {proc.returncode}"
-        raise WhetstoneError(f"git {args[0]} failed in {repo}: {reason}", exit_code=RUNTIME)
+        verb = next((a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c")),
+                    args[0])
+        raise WhetstoneError(f"git {verb} failed in {repo}: {reason}", exit_code=RUNTIME)
     return proc
 
 
@@ -115,6 +117,19 @@ def _staged_elsewhere(repo: Path, paths: list[str]) -> bool:
         return False
     others = run(repo, "diff", "--cached", "--name-only", "-z", check=False)
     return others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
+
+
+def revert_head(repo: Path) -> None:
+    """Undo the last commit with a new one (as whetstone's own write, whatever identity the user
+    has); if git cannot, leave the repository as it was and say so."""
+    env = dict(_identity_fallback(str(repo)))
+    env["WHETSTONE_WRITING"] = "1"
+    proc = run(repo, "-c", "maintenance.auto=false", "revert", "--no-edit", "HEAD", check=False, env=env)
+    if proc.returncode != 0:
+        run(repo, "revert", "--abort", check=False)
+        raise WhetstoneError(f"could not revert the last commit in {repo}: "
+                             f"{(proc.stderr.strip().splitlines() or ['git said nothing'])[-1]}", exit_code=RUNTIME)
+    _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
 
 
 def maybe_gc(repo: Path) -> None:

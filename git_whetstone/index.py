@@ -16,7 +16,9 @@ import datetime as dt
 import hashlib
 import json
 import os
+import re
 import sqlite3
+import sys
 from dataclasses import dataclass, field
 from typing import NamedTuple
 
@@ -82,6 +84,15 @@ class FileRows:
         self.last_seen = np.fromiter((_day(e.last_seen) for e in self.entries), np.int64, n)
         self.top = {prefix: max((int(e.id[1:]) for e in self.entries if e.id[0] == prefix), default=0)
                     for prefix in ("L", "I")}
+
+    def claim(self, raw: bytes) -> None:
+        """Count the ids a broken file's text still claims (its entries are left out of recall,
+        but a new id must never repeat one a person wrote there)."""
+        for prefix, number in _CLAIMED.findall(raw.decode("utf-8", "replace")):
+            self.top[prefix] = max(self.top[prefix], int(number))
+
+
+_CLAIMED = re.compile(r"^## ([LI])([1-9]\d*)\b", re.M)
 
 
 class Snapshot:
@@ -381,7 +392,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
     db = _connect(store)
     try:
         if cached is None:
-            known = _load_files(db, embedder, stamps)
+            known = _load_files(db, embedder, stamps, store)
             snap = Snapshot(embedder.dim, sum(len(r.entries) for r in known.values()) + 64,
                             sum(len(r.scopes) for r in known.values()) + 16)
             snap.add_files([(path, known[path]) for path in sorted(known)])
@@ -409,6 +420,9 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 snap.remove_file(path)
             added = [(path, _file_rows(stamps[path], entries, warning, vectors, embedder.dim))
                      for path, (entries, warning) in parsed.items()]
+            for path, rows in added:
+                if rows.warning:
+                    _claim_from_disk(store, path, rows)
             snap.add_files(added)
             for path, rows in added:
                 _save_file(db, path, rows, embedder)
@@ -456,7 +470,8 @@ def _save_file(db: sqlite3.Connection, path: str, rows: FileRows, embedder: Embe
         json.dumps(rows.scopes, ensure_ascii=False), blob))
 
 
-def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str]) -> dict[str, FileRows]:
+def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str],
+                store: Store) -> dict[str, FileRows]:
     """The files the index already holds for this backend whose stamp still matches the disk."""
     files: dict[str, FileRows] = {}
     dim = embedder.dim
@@ -470,7 +485,16 @@ def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, st
         flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
         n, s = len(rows), len(scope_list)
         files[path] = FileRows(stamp, rows, flat[:n], scope_list, flat[n:n + s], flat[n + s:n + 2 * s], warning)
+        if warning:
+            _claim_from_disk(store, path, files[path])
     return files
+
+
+def _claim_from_disk(store: Store, rel: str, rows: FileRows) -> None:
+    try:
+        rows.claim((store.path / rel).read_bytes())
+    except OSError:
+        pass
 
 
 def read_file(store: Store, rel: str) -> tuple[list[Entry], str | None]:
@@ -528,11 +552,29 @@ def _vectors(db: sqlite3.Connection, embedder: Embedder, texts: list[str]) -> di
             found[h] = np.frombuffer(vec, np.float32)
     missing = [h for h in hashes if h not in found]
     if missing:
-        matrix = embedder.embed([wanted[h] for h in missing])
+        matrix = _embed([wanted[h] for h in missing], embedder)
         db.executemany("INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
                        [(embedder.identity, h, matrix[i].tobytes()) for i, h in enumerate(missing)])
         found.update(zip(missing, matrix))
     return found
+
+
+PROGRESS_OVER = 300  # texts to embed before a terminal gets a progress bar
+PROGRESS_CHUNK = 128
+
+
+def _embed(texts: list[str], embedder: Embedder) -> np.ndarray:
+    """One batch; in chunks behind a progress bar on stderr when it is a terminal and the batch is big
+    (a first build or a backend switch on a large store)."""
+    if len(texts) <= PROGRESS_OVER or not sys.stderr.isatty():
+        return embedder.embed(texts)
+    import click
+    parts = []
+    with click.progressbar(length=len(texts), label=f"embedding {len(texts)} entries", file=sys.stderr) as bar:
+        for i in range(0, len(texts), PROGRESS_CHUNK):
+            parts.append(embedder.embed(texts[i:i + PROGRESS_CHUNK]))
+            bar.update(len(parts[-1]))
+    return np.concatenate(parts)
 
 
 def _day(iso: str | None) -> int:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from . import blocks
+from . import blocks, gitbin
 from . import index as index_mod
 from .capture import Context, add_block
 from .config import Config, load
@@ -38,7 +38,7 @@ def promote(skill: str, entry_id: str, *, config: Config | None = None) -> dict[
     embedder = get_embedder(config.embedding_backend, config.embedding_model)
     layer = Store.open(config, GLOBAL)
     layer.create()
-    with store.lock(), layer.lock():
+    with layer.lock(), store.lock():  # global first, as promote_cluster does: no lock-order deadlock
         source = Context(config, store, index_mod.snapshot(store, embedder), embedder)
         entry = source.entry(wanted)
         target = Context(config, layer, index_mod.snapshot(layer, embedder), embedder)
@@ -78,10 +78,12 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, in
             ctx.commit(f"promote: move {e.id} ({e.scope}) to the global layer as {GLOBAL_PREFIX}{new_id}\n\n"
                        f"{e.body}\n", {e.path: blocks.remove(text, block) or None})
             done.append(store)
-    except WhetstoneError as exc:
-        from . import gitbin
-        gitbin.run(target.store.path, "revert", "--no-edit", "HEAD", check=False)
-        raise WhetstoneError(f"promotion stopped, global entry reverted: {exc.message}", exit_code=RUNTIME) from None
+    except BaseException as exc:
+        # undo every step already taken, newest first, so nothing is left half moved
+        for store in [*reversed(done), target.store]:
+            gitbin.revert_head(store.path)
+        reason = exc.message if isinstance(exc, WhetstoneError) else f"{type(exc).__name__}: {exc}"
+        raise WhetstoneError(f"promotion stopped and undone in every store: {reason}", exit_code=RUNTIME) from None
     return new_id
 
 

@@ -84,6 +84,8 @@ class Store:
     def open(cls, config: Config, skill: object) -> "Store":
         name = skill_name(skill)
         root = Path(config.store_root).expanduser()
+        if root.exists() and not root.is_dir():
+            raise WhetstoneError(f"store root {root} is not a directory (see store_root / WHETSTONE_STORE_ROOT)")
         path = root / name
         if path.is_symlink():
             target = path.resolve()
@@ -118,24 +120,52 @@ class Store:
 
     def create(self) -> bool:
         """Make the repository with its first commit and install its hooks; False when it already
-        was a store."""
+        was a store. Safe against other processes creating it at the same moment: creation holds a
+        lock beside the store and builds the repository in a private directory that is renamed
+        into place, so no process ever removes a store another one made."""
+        if self.exists:
+            return False
+        root = self.path.parent
+        try:
+            root.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise WhetstoneError(f"cannot create the store root {root}: {exc.strerror or exc}",
+                                 exit_code=RUNTIME) from None
+        guard = root / f".{self.skill}.create-lock"
+        with _flock(guard, self.config.lock_timeout, self.skill):
+            try:
+                created = self._create_under_lock(root)
+            finally:
+                # Safe to remove while held: every creator re-checks `exists` once it has the lock.
+                guard.unlink(missing_ok=True)
+        if not created:
+            return False
+        from . import hooks
+        self.warnings += hooks.ensure(self)
+        return True
+
+    def _create_under_lock(self, root: Path) -> bool:
+        """Build the repository in a private directory and rename it into place."""
         if self.exists:
             return False
         if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
             raise WhetstoneError(f"{self.path} exists and is not a whetstone store; move it away first")
-        self.path.mkdir(parents=True, exist_ok=True)
+        work = root / f".{self.skill}.creating-{os.getpid()}"
+        _remove_tree(work)  # a leftover of this very pid from a crash
+        work.mkdir()
         try:
-            gitbin.run(self.path, "init", "-q", "--initial-branch=main")
-            (self.path / "learnings").mkdir(exist_ok=True)
-            (self.path / "issues").mkdir(exist_ok=True)
-            write_atomic(self.path / ".gitignore", GITIGNORE)
-            write_atomic(self.path / "next_ids.json", _ids_text({"learning": 1, "issue": 1}))
-            gitbin.commit(self.path, f"attach: create the store for {self.skill}", [".gitignore", "next_ids.json"])
+            gitbin.run(work, "init", "-q", "--initial-branch=main")
+            (work / "learnings").mkdir()
+            (work / "issues").mkdir()
+            write_atomic(work / ".gitignore", GITIGNORE)
+            write_atomic(work / "next_ids.json", _ids_text({"learning": 1, "issue": 1}))
+            gitbin.commit(work, f"attach: create the store for {self.skill}", [".gitignore", "next_ids.json"])
+            if self.path.exists():
+                self.path.rmdir()  # the empty directory someone made for it
+            os.rename(work, self.path)
         except BaseException:
-            _remove_tree(self.path)
+            _remove_tree(work)  # only ever our own private directory
             raise
-        from . import hooks
-        self.warnings += hooks.ensure(self)
         return True
 
     # --- locking --------------------------------------------------------------------------------
@@ -145,25 +175,8 @@ class Store:
         """Hold the store's cross-process write lock. flock dies with its process, so a killed
         writer never leaves a stale lock; a live one makes others wait up to `lock_timeout`."""
         self.require()
-        lock_path = self.path / ".git" / "whetstone.lock"
-        fd = os.open(lock_path, os.O_RDWR | os.O_CREAT, 0o644)
-        try:
-            deadline = time.monotonic() + self.config.lock_timeout
-            while True:
-                try:
-                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                    break
-                except OSError as exc:
-                    if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                        raise
-                    if time.monotonic() >= deadline:
-                        raise WhetstoneError(
-                            f"store busy: another whetstone process has held {self.skill} for "
-                            f"{self.config.lock_timeout:g}s; try again", exit_code=RUNTIME) from None
-                    time.sleep(0.01)
+        with _flock(self.path / ".git" / "whetstone.lock", self.config.lock_timeout, self.skill):
             yield
-        finally:
-            os.close(fd)
 
     # --- ids ------------------------------------------------------------------------------------
 
@@ -273,6 +286,28 @@ class Store:
             gitbin.run(self.path, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
                        input="\0".join(self.rel(p) for p in files), check=False)
             raise
+
+
+@contextmanager
+def _flock(path: Path, timeout: float, skill: str) -> Iterator[None]:
+    """An exclusive flock on `path`, waited for up to `timeout` seconds, then "store busy"."""
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except OSError as exc:
+                if exc.errno not in (errno.EAGAIN, errno.EACCES):
+                    raise
+                if time.monotonic() >= deadline:
+                    raise WhetstoneError(f"store busy: another whetstone process has held {skill} for "
+                                         f"{timeout:g}s; try again", exit_code=RUNTIME) from None
+                time.sleep(0.01)
+        yield
+    finally:
+        os.close(fd)
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:

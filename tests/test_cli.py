@@ -116,7 +116,7 @@ def one_line_error(proc, code: int = 2) -> str:
     (["capture", SKILL, "", "--scope", "s"], "body is empty"),
     (["capture", SKILL, "body"], "Missing option '--scope'"),
     (["revise", SKILL, "L99", "reinforce"], "unknown entry id L99"),
-    (["revise", SKILL, "L1", "explode"], "'explode' is not one of"),
+    (["revise", SKILL, "L1", "explode"], "unknown action 'explode'"),
     (["revise", SKILL, "L1", "reinforce", "--confirm", "perhaps"], "confirm must be"),
     (["recall", SKILL, ""], "intent is empty"),
     (["recall", SKILL, "x", "-k", "0"], "learnings_k must be"),

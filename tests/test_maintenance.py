@@ -221,3 +221,23 @@ def test_skill_and_global_share_one_budget(store_root: Path) -> None:
     assert ok("recall", "tables", "table style", env={"WHETSTONE_CONSULT_GLOBAL": "false"})["learnings"] \
         and all(e["origin"] == "skill" for e in ok("recall", "tables", "table style",
                                                     env={"WHETSTONE_CONSULT_GLOBAL": "false"})["learnings"])
+
+
+def test_a_cluster_promotion_that_fails_part_way_is_undone_everywhere(store_root: Path) -> None:
+    for skill in ("tables", "slides", "docs"):
+        ok("capture", skill, "Write every date as ISO 8601", "--scope", "dates")
+    cluster = ok("compact", "--all")["clusters"][0]
+    hook = store_root / "tables" / ".git" / "hooks" / "pre-commit.whetstone-chained"
+    hook.write_text("#!/bin/sh\necho 'tables says no' >&2\nexit 1\n")  # the user's own hook, chained
+    hook.chmod(0o755)
+    before = {s: tree_state(store_root / s) for s in ("tables", "slides", "docs", "__global__")}
+    failed = run_cli("promote", "--cluster", cluster["id"], "--yes")
+    assert failed.returncode == 1 and "undone" in failed.stderr, failed.stderr
+    for skill in ("tables", "slides", "docs"):
+        assert "ISO 8601" in json.dumps(ok("show", skill)), skill
+        assert git(store_root / skill, "status", "--porcelain").stdout == ""
+    assert ok("show", "__global__")["learnings"] == []
+    assert git(store_root / "__global__", "status", "--porcelain").stdout == ""
+    assert tree_state(store_root / "docs")["learnings/" + next(
+        p.name for p in (store_root / "docs" / "learnings").glob("*.md"))] == \
+        before["docs"]["learnings/" + next(p.name for p in (store_root / "docs" / "learnings").glob("*.md"))]

@@ -572,3 +572,32 @@ def test_a_capture_never_commits_what_the_user_staged(store_root: Path):
     committed = git(store, "show", "--stat", "--format=", "HEAD").stdout
     assert "banding" in committed and "headers" not in committed
     assert git(store, "diff", "--cached", "--name-only").stdout.strip().startswith("learnings/headers")
+
+
+def test_an_id_in_a_broken_hand_written_file_is_not_minted_again(store_root: Path):
+    from git_whetstone.capture import capture
+    capture("demo", "learning", "Bold the header row", "headers", "x")
+    store = store_root / "demo"
+    (store / "learnings" / "hand.md").write_text(  # no blank line before the body: invalid
+        "## L2 · Hand rule\n- recurrence: 1\n- first_seen: 2026-01-01\n- last_seen: 2026-01-01\n"
+        "- scope: hand\nUse a warm palette\n")
+    made = capture("demo", "learning", "Band alternate rows in grey", "banding", "x")
+    assert made["entry_id"] == "L3"
+    assert any("hand.md" in w for w in made["warnings"])
+
+
+def test_concurrent_first_captures_into_a_new_skill_all_land(store_root: Path):
+    """Several processes creating the same store at once: one creates it, none removes it, every
+    capture lands with its own id."""
+    import subprocess
+    import sys
+    bodies = ["Bold the header row", "Band alternate rows", "Right-align numbers", "Use thin borders"]
+    procs = [subprocess.Popen([sys.executable, "-m", "git_whetstone", "--json", "capture", "race", body,
+                               "--scope", f"s{i}"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for i, body in enumerate(bodies)]
+    results = [(p.wait(timeout=60), p.stdout.read(), p.stderr.read()) for p in procs]
+    assert all(code == 0 for code, _, _ in results), results
+    ids = sorted(json.loads(out)["entry_id"] for _, out, _ in results)
+    assert ids == ["L1", "L2", "L3", "L4"]
+    assert git(store_root / "race", "log", "--format=%s").stdout.count("attach: create") == 1
+    git(store_root / "race", "fsck", "--strict")
