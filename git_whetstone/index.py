@@ -352,7 +352,10 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
             return cached
     try:
         snap = _refresh(store, embedder, stamps, cached)
-    except sqlite3.DatabaseError as exc:
+    except sqlite3.OperationalError as exc:  # busy past the timeout, read-only, disk trouble: not corrupt
+        from .errors import RUNTIME, WhetstoneError
+        raise WhetstoneError(f"index.sqlite in {store.path} cannot be updated: {exc}", exit_code=RUNTIME) from None
+    except sqlite3.DatabaseError as exc:  # corrupt, truncated or from another schema: rebuild it
         _discard(store)
         _CACHE.pop(key, None)
         snap = _refresh(store, embedder, stamps, None)
