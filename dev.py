@@ -2,7 +2,7 @@
 """Set up and run whetstone from a source checkout with nothing but Python 3.11+ and git.
 
     python3 dev.py demo     make .venv, install whetstone, run a real round trip on a throwaway store
-    python3 dev.py test     make .venv, install whetstone with its dev extras, run the whole test suite
+    python3 dev.py test     make .venv, install whetstone with its dev and embeddings extras, run the whole test suite
     python3 dev.py bench    make .venv, install whetstone, run the benchmark (extra args go to bench/run.py)
 
 Each command creates (or reuses) `.venv` beside this file and installs what it needs from PyPI;
@@ -48,8 +48,19 @@ def install(extras: str, stamp: Path, want: str) -> None:
     say(f"installing whetstone{extras} into {VENV}")
     pip = [str(BIN / "python"), "-m", "pip", "install", "--quiet", "--disable-pip-version-check"]
     subprocess.run([*pip, "--upgrade", "pip"], check=True)
+    if "embeddings" in extras and not _has(TORCH.split("==")[0]):
+        # torch first, pinned: a CPU build; left to sentence-transformers, pip would pull a CUDA one
+        subprocess.run([*pip, TORCH], check=True)
     subprocess.run([*pip, "-e", f"{HERE}{extras}"], check=True)
     stamp.write_text(want)
+
+
+TORCH = "torch==2.13.0"
+
+
+def _has(module: str) -> bool:
+    probe = f"import importlib.util, sys; sys.exit(importlib.util.find_spec({module!r}) is None)"
+    return subprocess.run([str(BIN / "python"), "-c", probe]).returncode == 0
 
 
 def demo() -> int:
@@ -86,7 +97,7 @@ def demo() -> int:
 
 
 def test(args: list[str]) -> int:
-    ensure_venv("[dev]")
+    ensure_venv("[dev,embeddings]")
     say("running the test suite")
     return subprocess.run([str(BIN / "python"), "-m", "pytest", *args], cwd=HERE).returncode
 

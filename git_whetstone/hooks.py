@@ -298,7 +298,9 @@ def post_change(repo: Path, name: str) -> None:
     with store.lock():
         store.keep_ids(validation.top_ids(committed))
     notices = list(store.warnings)
-    if (repo / "index.sqlite").exists():  # with no index yet, building one is the first read's job
+    # With no index yet, building one is the first read's job; and a hook never loads a model (the
+    # sentence-transformers backend takes seconds to start), so only the hashing backend refreshes here.
+    if (repo / "index.sqlite").exists() and config.embedding_backend == "hashing":
         from . import index
         from .embed import get_embedder
         snap = index.snapshot(store, get_embedder(config.embedding_backend, config.embedding_model))
