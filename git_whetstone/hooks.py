@@ -94,20 +94,29 @@ def _write_executable(path: Path, text: str) -> None:
 
 # --- install / uninstall -----------------------------------------------------------------------------
 
+def _start(store: Store, status: str, force: bool, refusal: str) -> tuple[Path, dict[str, Any]]:
+    """The hooks directory and the result to fill in; "refused" (with `refusal`, where {shared}
+    says why) when the directory is shared with other repositories and `force` is not given."""
+    store.require()
+    hooks_dir, shared = _locate(store)
+    result: dict[str, Any] = {"skill": store.skill, "path": str(store.path), "hooks_dir": str(hooks_dir),
+                              "status": status, "hooks": {}, "warnings": []}
+    if shared and not force:
+        result["status"] = "refused"
+        result["warnings"].append(refusal.format(shared=shared))
+    return hooks_dir, result
+
+
 def install_store(store: Store, *, force: bool = False) -> dict[str, Any]:
     """Put whetstone's shims into `store`'s hooks directory. A foreign hook is moved aside to
     `<name>.whetstone-chained` and run by the shim before whetstone's work; a shim already there is
     brought up to date. `status` is "installed"; "partial" when a foreign hook could not be chained
     (its `.whetstone-chained` name is taken); "refused" when the directory is shared with other
     repositories and `force` is not given."""
-    store.require()
-    hooks_dir, shared = _locate(store)
-    result: dict[str, Any] = {"skill": store.skill, "path": str(store.path), "hooks_dir": str(hooks_dir),
-                              "status": "installed", "hooks": {}, "warnings": []}
-    if shared and not force:
-        result["status"] = "refused"
-        result["warnings"].append(f"hooks not installed: {shared} (git whetstone hooks install {store.skill} "
-                                  f"--force writes there anyway; its shims do nothing outside a store)")
+    hooks_dir, result = _start(store, "installed", force, f"hooks not installed: {{shared}} (git whetstone hooks "
+                               f"install {store.skill} --force writes there anyway; its shims do nothing outside "
+                               f"a store)")
+    if result["status"] == "refused":
         return result
     try:
         hooks_dir.mkdir(parents=True, exist_ok=True)
@@ -142,14 +151,10 @@ def install_store(store: Store, *, force: bool = False) -> dict[str, Any]:
 def uninstall_store(store: Store, *, force: bool = False) -> dict[str, Any]:
     """Take whetstone's shims out of `store`'s hooks directory, put each chained hook back under its
     own name, and remember the choice so `attach` does not install them again."""
-    store.require()
-    hooks_dir, shared = _locate(store)
-    result: dict[str, Any] = {"skill": store.skill, "path": str(store.path), "hooks_dir": str(hooks_dir),
-                              "status": "uninstalled", "hooks": {}, "warnings": []}
-    if shared and not force:
-        result["status"] = "refused"
-        result["warnings"].append(f"hooks left in place: {shared} (git whetstone hooks uninstall {store.skill} "
-                                  f"--force removes whetstone's shims from it for every repository)")
+    hooks_dir, result = _start(store, "uninstalled", force, f"hooks left in place: {{shared}} (git whetstone "
+                               f"hooks uninstall {store.skill} --force removes whetstone's shims from it for "
+                               f"every repository)")
+    if result["status"] == "refused":
         return result
     try:
         for name in NAMES:
