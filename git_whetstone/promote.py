@@ -54,21 +54,32 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, in
     """Write `lead` (standing for all `members`) into the global store, then remove every member
     from its skill, one commit per repository. A member store that refuses its commit leaves the
     global entry reverted, so nothing is half moved."""
+    same = None
     for other, verdict in target.nearest(lead.body, lead.scope):
         if verdict.relation == "conflict":
             raise WhetstoneError(f"{lead.id} contradicts the global {GLOBAL_PREFIX}{other.id} ({verdict.reason}); "
                                  f"resolve that first")
+        if verdict.relation == "duplicate":
+            same = other if other.kind == lead.kind else None
+            break
     day = today().isoformat()
-    provenance = [p for _, e in members for p in e.provenance]
-    provenance += [f"{day} — promoted from {store.skill} {e.id}" for store, e in members]
-    files: dict[str, str | None] = {}
+    provenance = [f"{day} — promoted from {store.skill} {e.id}" for store, e in members]
     learning = lead.kind == "learning"
     recurrence = sum(e.recurrence for _, e in members) if learning else 1
-    first = min((e.first_seen for _, e in members if e.first_seen), default=None)
-    new_id = add_block(target, lead.kind, lead.body, lead.scope, provenance, files, recurrence=recurrence,
-                       first_seen=first)
     where = ", ".join(f"{store.skill} {e.id}" for store, e in members)
-    target.commit(f"promote: add {new_id} ({lead.scope}) from {where}\n\n{lead.body}\n", files)
+    if same is not None:  # the global layer already says it: strengthen that entry, add no copy
+        text, block = target.block(same)
+        changes = {"recurrence": str(same.recurrence + recurrence), "last_seen": day} if learning else {}
+        target.commit(f"promote: reinforce {same.id} ({same.scope}) from {where}\n\n{same.body}\n",
+                      {same.path: blocks.replace(text, block, blocks.update_fields(block, changes, provenance))})
+        new_id = same.id
+    else:
+        files: dict[str, str | None] = {}
+        first = min((e.first_seen for _, e in members if e.first_seen), default=None)
+        new_id = add_block(target, lead.kind, lead.body, lead.scope,
+                           [p for _, e in members for p in e.provenance] + provenance, files,
+                           recurrence=recurrence, first_seen=first)
+        target.commit(f"promote: add {new_id} ({lead.scope}) from {where}\n\n{lead.body}\n", files)
     done: list[Store] = []
     try:
         for store, e in members:

@@ -241,3 +241,15 @@ def test_a_cluster_promotion_that_fails_part_way_is_undone_everywhere(store_root
     assert tree_state(store_root / "docs")["learnings/" + next(
         p.name for p in (store_root / "docs" / "learnings").glob("*.md"))] == \
         before["docs"]["learnings/" + next(p.name for p in (store_root / "docs" / "learnings").glob("*.md"))]
+
+
+def test_promoting_what_the_global_layer_already_says_strengthens_it(store_root: Path) -> None:
+    ok("capture", "tables", "Write every date as ISO 8601", "--scope", "dates")
+    ok("capture", "slides", "Write every date as ISO 8601", "--scope", "dates")
+    ok("promote", "tables", "L1", "--yes")
+    again = ok("promote", "slides", "L1", "--yes")
+    assert again["global_id"] == "G:L1"
+    shown = ok("show", "__global__")["learnings"]
+    assert len(shown) == 1 and shown[0]["recurrence"] == 2
+    assert sum("promoted from" in p for p in shown[0]["provenance"]) == 2
+    assert ok("show", "slides")["learnings"] == []
