@@ -304,8 +304,9 @@ def post_change(repo: Path, name: str) -> None:
         store.keep_ids(validation.top_ids(committed))
     notices = list(store.warnings)
     # With no index yet, building one is the first read's job; and a hook never loads a model (the
-    # sentence-transformers backend takes seconds to start), so only the hashing backend refreshes here.
-    if (repo / "index.sqlite").exists() and config.embedding_backend == "hashing":
+    # sentence-transformers backend takes seconds to start), so only the hashing and static backends
+    # (numpy and a table read in tens of milliseconds) refresh here.
+    if (repo / "index.sqlite").exists() and config.embedding_backend in ("hashing", "static"):
         from . import index
         from .embed import get_embedder
         snap = index.snapshot(store, get_embedder(config.embedding_backend, config.embedding_model))
