@@ -12,7 +12,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from .config import Config
-from .embed import NEGATIONS, normalize, stem, words
+from .embed import NEGATIONS, content_words, normalize, stem, words
 
 _ANTONYMS = [
     ("left", "right"), ("top", "bottom"), ("light", "dark"), ("ascend", "descend"),
@@ -31,6 +31,10 @@ for _i, (_a, _b) in enumerate(_ANTONYMS):
     _SIDE.setdefault(stem(_a), (_i, 0))
     _SIDE.setdefault(stem(_b), (_i, 1))
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+# "Use X rather than Y" / "instead of Y" states a preference, not a prohibition of the rule itself.
+_POLARITY = NEGATIONS - {"instead", "rather", "than"}
+NEGATION_OVERLAP = 0.5  # a flipped negation conflicts only between rules with mostly the same words
+POLARITY_MARGIN = 0.15  # a rule that says "never" is the same as one that does not only when much closer
 
 
 @dataclass(frozen=True)
@@ -43,7 +47,18 @@ class Verdict:
 @lru_cache(maxsize=8192)
 def negated(text: str) -> bool:
     """True when the rule says not to do something (never, don't, avoid, without, no …)."""
-    return any(t in NEGATIONS for t in words(text))
+    return any(t in _POLARITY for t in words(text))
+
+
+@lru_cache(maxsize=8192)
+def stems(text: str) -> frozenset[str]:
+    return frozenset(content_words(text))
+
+
+def overlap(a: str, b: str) -> float:
+    """Jaccard overlap of the two rules' content-word stems."""
+    sa, sb = stems(a), stems(b)
+    return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
 
 
 @lru_cache(maxsize=8192)
@@ -66,6 +81,7 @@ def antonym_sides(text: str) -> dict[int, frozenset[int]]:
     return {pair: frozenset(side) for pair, side in sides.items()}  # cached: never mutated
 
 
+
 def conflict_reason(a: str, b: str) -> tuple[str, str]:
     """How `a` and `b` contradict each other if they say the same thing otherwise: ("negation" |
     "antonym" | "value", why), or ("", "")."""
@@ -85,12 +101,13 @@ def conflict_reason(a: str, b: str) -> tuple[str, str]:
 
 def contradiction(a: str, b: str, similarity: float, config: Config) -> str:
     """Why `a` contradicts `b`, or ''. Negation words are not embedded, so a flipped negation must
-    come with a near-identical rest (the dedup bar); a swapped antonym or value lowers the cosine
-    itself, so those need only the conflict bar."""
+    come with mostly the same words besides (a paraphrase that happens to use "no" is not a
+    contradiction); a swapped antonym or value lowers the cosine itself, so those need only the
+    conflict bar."""
     if similarity < config.threshold("conflict"):
         return ""
     kind, reason = conflict_reason(a, b)
-    if kind == "negation" and similarity < config.threshold("dedup"):
+    if kind == "negation" and overlap(a, b) < NEGATION_OVERLAP:
         return ""
     return reason
 
@@ -103,9 +120,17 @@ def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: 
         return Verdict("conflict", similarity, reason)
     if not same_scope:
         return Verdict("distinct", similarity)
-    if similarity >= config.threshold("dedup"):
+    if similarity < config.threshold("grey"):
+        return Verdict("distinct", similarity)
+    kind, _ = conflict_reason(new, old)
+    if kind in ("antonym", "value") or kind == "negation" and overlap(new, old) >= NEGATION_OVERLAP:
+        return Verdict("distinct", similarity)  # too far apart to contradict, too different to be one rule
+    alike = similarity
+    if kind == "negation":  # "No more than three bullets" can restate "Limit to three bullets", rarely
+        alike -= POLARITY_MARGIN
+    if alike >= config.threshold("dedup"):
         return Verdict("duplicate", similarity)
-    if similarity >= config.threshold("grey"):
+    if alike >= config.threshold("grey"):
         return Verdict("similar", similarity)
     return Verdict("distinct", similarity)
 

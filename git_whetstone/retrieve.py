@@ -1,11 +1,16 @@
 """recall (SPEC §4, §5): the learnings and issues that matter for an elaborated intent.
 
-Recipe: embed the intent and each of its clauses; a scope matches when its centroid or phrase
-clears the cutoff for its kind (issues have the lower one), and an entry also counts on its own
-when its text is close enough to the intent. Learnings are ranked by relevance and weight and
-picked by MMR so the k returned are not k paraphrases; issues are ranked and capped, and what is
-left out is counted. When nothing matches, a small floor of the strongest learnings and the
-nearest issue scope is returned instead, flagged `fallback`.
+Recipe: embed the intent and each of its clauses. An entry's relevance to a clause mixes how close
+its scope is (the scope's phrase or centroid) with how close its own text is;
+the scope counts more, because a task names what it touches ("a revenue table") far more often
+than it restates a rule. An entry is returned when its relevance clears the cutoff for its kind
+(issues have the lower one) and lies within `band` of the best match for one of the clauses: the
+band adapts to how well the intent matches this store at all, where a fixed cutoff would return a
+dozen loose matches for a vague intent and nothing for a precise one. Learnings are ordered by
+relevance and weight and picked by MMR, so the k returned are not k paraphrases; issues are
+ranked and capped, and what is left out is counted. When nothing clears its cutoff, a small
+floor of the strongest learnings and the nearest issue is returned instead, flagged `fallback`.
+The mix, cutoffs and band were fitted per backend on the labeled set in tests/eval.
 """
 from __future__ import annotations
 
@@ -27,7 +32,8 @@ from .store import GLOBAL, GLOBAL_PREFIX, Store, today
 MAX_INTENT = 20_000
 MMR_LAMBDA = 0.75
 MMR_POOL = 200
-FALLBACK_LEARNINGS = 3
+FALLBACK_LEARNINGS = 2
+SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
@@ -118,16 +124,30 @@ class Layer:
     def __init__(self, origin: str, snap: index_mod.Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config) -> None:
         self.origin, self.snap = origin, snap
-        entry_sim = (snap.vectors @ queries.T).max(axis=1)
-        scope_sim = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T).max(axis=1)
-        self.scope_score = scope_sim[snap.scope_of]
+        entry_sim = snap.vectors @ queries.T  # rows × clauses
+        scope_sim = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)[snap.scope_of]
+        self.scope_score = scope_sim.max(axis=1)
         self.learning = snap.alive & snap.is_learning
         self.issue = snap.alive & ~snap.is_learning
         self.weight = np.where(self.learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
-        self.relevance = 0.5 * self.scope_score + 0.5 * entry_sim
-        cut = config.threshold("entry_cutoff")
-        self.learn_hit = self.learning & ((self.scope_score >= config.threshold("learning_cutoff")) | (entry_sim >= cut))
-        self.issue_hit = self.issue & ((self.scope_score >= config.threshold("issue_cutoff")) | (entry_sim >= cut))
+        self.per_clause = SCOPE_SHARE * scope_sim + (1 - SCOPE_SHARE) * entry_sim
+        self.relevance = self.per_clause.max(axis=1)
+        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
+        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+
+    def best(self) -> np.ndarray:
+        """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
+        hits = self.learn_hit | self.issue_hit
+        if not hits.any():
+            return np.full(self.per_clause.shape[1], -1.0)
+        return self.per_clause[hits].max(axis=0)
+
+    def keep_near(self, floor: np.ndarray) -> None:
+        """Only entries within the band of the best match for some clause stay hits: each part of
+        a many-sided intent brings its own best matches, not just the part that matched best."""
+        near = (self.per_clause >= floor).any(axis=1)
+        self.learn_hit &= near
+        self.issue_hit &= near
 
     def shown_id(self, row: int) -> str:
         entry = self.snap.entries[row]
@@ -162,6 +182,15 @@ class Pool:
 
 def _rank(layers: list[Layer], k: int, config: Config, result: dict[str, Any]) -> None:
     skill = layers[0] if layers[0].origin == "skill" else None
+    band = config.threshold("band")
+    best = np.max([layer.best() for layer in layers], axis=0)
+    # each clause's own best matches count, but a clause that matches nothing well (one stray word)
+    # does not drag in its loose neighbours: no floor lies more than three bands under the best of all
+    floor = np.maximum(best - band, best.max() - 3 * band)
+    # and a clause whose best match barely clears the cutoff ("symbols") brings no matches of its own
+    floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf
+    for layer in layers:
+        layer.keep_near(floor)
     learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
     issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
     # A global entry that says what a matched skill entry says is not repeated: the skill's wins.
@@ -178,12 +207,10 @@ def _rank(layers: list[Layer], k: int, config: Config, result: dict[str, Any]) -
         chosen = [every.refs[i] for i in every.order(weight)[: min(k, FALLBACK_LEARNINGS)]]
         result["fallback"] = bool(chosen)
 
-    if not issue.refs and any(layer.issue.any() for layer in layers):  # the floor: the nearest issue scope
-        every = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
-        li, row = every.refs[every.order(every.column("scope_score"))[0]]
-        near = layers[li]
-        rows = np.flatnonzero(near.issue & (near.snap.scope_of == near.snap.scope_of[row]))
-        issue = Pool(layers, [rows if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
+    if not learn.refs and not issue.refs and any(layer.issue.any() for layer in layers):
+        every = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])  # the floor: the nearest issue
+        li, row = every.refs[every.order(every.column("relevance"))[0]]
+        issue = Pool(layers, [np.array([row]) if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
         result["fallback"] = True
     ranked = issue.order(issue.column("relevance"))
     result["omitted"]["issues"] = max(0, len(ranked) - config.issues_k)

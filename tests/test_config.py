@@ -45,14 +45,15 @@ def error_of(**env: str) -> WhetstoneError:
 
 def test_defaults(monkeypatch: pytest.MonkeyPatch):
     monkeypatch.delenv("WHETSTONE_STORE_ROOT")
+    monkeypatch.delenv("WHETSTONE_EMBEDDING_BACKEND")
     c = load()
     assert c.store_root == Path(os.environ["XDG_DATA_HOME"]) / "whetstone"
-    assert (c.embedding_backend, c.embedding_model) == ("hashing", "all-MiniLM-L6-v2")
+    assert (c.embedding_backend, c.embedding_model) == ("static", "all-MiniLM-L6-v2")
     assert (c.learnings_k, c.learnings_half_life_days, c.learnings_decay) == (12, 180.0, True)
     assert (c.promotion_threshold, c.retire_weight_threshold, c.consult_global) == (4, 0.15, True)
     assert c.supervision == "balanced" and c.lock_timeout > 0
     assert c.thresholds == DEFAULT_THRESHOLDS and c.thresholds is not DEFAULT_THRESHOLDS
-    assert c.threshold("dedup") == DEFAULT_THRESHOLDS["hashing"]["dedup"]
+    assert c.threshold("dedup") == DEFAULT_THRESHOLDS["static"]["dedup"]
     assert c == Config(store_root=c.store_root)
 
 
@@ -72,6 +73,7 @@ def test_config_path_follows_xdg_and_whetstone_config(monkeypatch: pytest.Monkey
 
 def test_file_values_are_read_and_typed(cfg_file: Path, monkeypatch: pytest.MonkeyPatch, tmp_path: Path):
     monkeypatch.delenv("WHETSTONE_STORE_ROOT")
+    monkeypatch.delenv("WHETSTONE_EMBEDDING_BACKEND")
     write(cfg_file, f"""
 store_root = "{tmp_path / 'from-file'}"
 embedding_backend = "sentence-transformers"

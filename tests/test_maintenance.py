@@ -29,7 +29,7 @@ def hand_write(store: Path, folder: str, scope: str, entries: list[tuple[str, st
 
 
 def test_compact_merges_scopes_and_duplicates_once(store_root: Path) -> None:
-    env = {"WHETSTONE_TODAY": "2026-11-29"}
+    env = {"WHETSTONE_TODAY": "2026-11-29", "WHETSTONE_HASHING_BAND": "1"}  # recall every rule that matches
     ok("attach", "tables")
     store = store_root / "tables"
     hand_write(store, "learnings", "currency formatting", [

@@ -3,7 +3,7 @@ library, which the embeddings extra installs, over the model's vocabulary file."
 from __future__ import annotations
 
 import pytest
-from hypothesis import HealthCheck, given, settings, strategies as st
+from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
 from git_whetstone.wordpiece import MAX_WORD_CHARS, WordPiece, basic_words
 from tests.helpers import model_dir
@@ -74,4 +74,7 @@ def test_tokenizer_agrees_on_every_character(wordpiece, reference) -> None:
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.text(st.sampled_from(ALPHABET) | st.sampled_from(" abcdeéfgh-.'"), max_size=60))
 def test_tokenizer_agrees_on_random_text(wordpiece, reference, text) -> None:
+    # BERT's tokenizer reads a typed "[UNK]" or "[SEP]" as its special token; whetstone embeds what
+    # the user wrote, so those are left out of the comparison (a known, deliberate difference).
+    assume(not any(special in text.lower() for special in ("[unk]", "[cls]", "[sep]", "[pad]", "[mask]")))
     assert wordpiece.tokens(text) == reference([text])[0]

@@ -5,8 +5,8 @@
 
 The set is loaded into real stores under a throwaway store root: each skill's entries become
 markdown scope files committed with git, and recall runs through the library exactly as an agent
-calls it. Each dedup or conflict pair gets a store of its own holding the existing entry; the new
-rule is then captured in `balanced` mode (counted when it asks) and, if it asked, again in
+calls it. Each dedup or conflict pair gets a store of its own holding its skill's entries (when the set
+has the skill) and the pair's existing entry; the new rule is then captured in `balanced` mode (counted when it asks) and, if it asked, again in
 `autonomous` mode, whose answer is the one scored. LABELING.md says how the set was labeled.
 
 Every query and pair falls in `dev` or `test` by a hash of its id (one in three is `test`):
@@ -129,17 +129,28 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
     }
 
 
-def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, misses: list[str]) -> dict[str, Any]:
-    """Capture each pair's new rule against a store holding only its existing entry."""
+def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, skills: dict[str, dict[str, Any]],
+               misses: list[str]) -> dict[str, Any]:
+    """Capture each pair's new rule into a store holding its skill's entries (when the set has that
+    skill) plus the pair's existing entry. A merge into, or a conflict with, any other entry is a
+    false positive: in a real store that is what a loose threshold does."""
     from git_whetstone.capture import capture
 
     balanced = dataclasses.replace(config, supervision="balanced")
     autonomous = dataclasses.replace(config, supervision="autonomous")
-    tp = fp = fn = asked = 0
+    tp = fp = fn = asked = wrong_entry = 0
     for pair in pairs:
         skill = f"eval-{code}-{pair['id']}".lower()
+        if pair.get("skill") in skills:
+            load_skill(config, {**skills[pair["skill"]], "skill": skill})
         kind = pair.get("kind", "learning")
-        first = capture(skill, kind, pair["existing"], pair.get("scope") or "general", "eval", config=autonomous)
+        existing = capture(skill, kind, pair["existing"], pair.get("scope") or "general", "eval", config=autonomous)
+        if existing["status"] not in ("committed", "reinforced", "noop"):  # the pair's rule holds in its store
+            existing = capture(skill, kind, pair["existing"], pair.get("scope") or "general", "eval",
+                               confirm="replace", config=autonomous)
+        first = existing["entry_id"]  # the skill's own copy, when it already had this rule
+        if not first:
+            raise SystemExit(f"{pair['id']}: the existing entry was not stored ({existing['status']})")
         new_kind = pair.get("new_kind", kind)
         scope = pair.get("new_scope") or pair.get("scope") or "general"
         result = capture(skill, new_kind, pair["new"], scope, "eval", config=balanced)
@@ -147,20 +158,25 @@ def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, misses
             asked += 1
             result = capture(skill, new_kind, pair["new"], scope, "eval", config=autonomous)
         if task == "dedup":
-            predicted = result["status"] in ("reinforced", "noop") and result["entry_id"] == first["entry_id"]
+            acted = result["status"] in ("reinforced", "noop")
+            target = result["entry_id"]
             actual = pair["label"] == "duplicate"
         else:
-            predicted = result["status"] == "conflict"
+            acted = result["status"] == "conflict"
+            target = (result.get("conflicts_with") or {}).get("id")
             actual = pair["label"] == "conflict"
-        tp += predicted and actual
-        fp += predicted and not actual
-        fn += actual and not predicted
-        if predicted != actual:
-            misses.append(f"{pair['id']} [{pair['label']}] got {result['status']}: "
+        right = acted and target == first
+        wrong_entry += acted and not right
+        tp += right and actual
+        fp += acted and not (right and actual)
+        fn += actual and not right
+        if right != actual or (acted and not right):
+            where = "" if not acted or right else f" with {target}, not {first}"
+            misses.append(f"{pair['id']} [{pair['label']}] got {result['status']}{where}: "
                           f"{pair['existing']!r} / {pair['new']!r}")
     p, r, f = prf(tp, tp + fp, tp + fn)
     return {"pairs": len(pairs), "precision": round(p, 3), "recall": round(r, 3), "f1": round(f, 3),
-            "asked_in_balanced": asked}
+            "asked_in_balanced": asked, "other_entry": wrong_entry}
 
 
 def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses: list[str]) -> dict[str, Any]:
@@ -174,10 +190,11 @@ def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses:
     for skill in data["skills"]:
         load_skill(config, skill)
     code = BACKEND_CODES[backend]
+    by_name = {skill["skill"]: skill for skill in data["skills"]}
     report = {"backend": backend, "split": split,
               "recall": eval_recall(config, data["skills"], split, misses),
-              "dedup": eval_pairs(config, chosen(data["dedup"], split), "dedup", code, misses),
-              "conflict": eval_pairs(config, chosen(data["conflict"], split), "conflict", code, misses)}
+              "dedup": eval_pairs(config, chosen(data["dedup"], split), "dedup", code, by_name, misses),
+              "conflict": eval_pairs(config, chosen(data["conflict"], split), "conflict", code, by_name, misses)}
     report["seconds"] = round(time.perf_counter() - started, 1)
     return report
 
@@ -201,9 +218,11 @@ def table(reports: list[dict[str, Any]]) -> str:
              ("dedup F1 (P / R)", lambda r: f"{cell(r['dedup']['f1'])} ({cell(r['dedup']['precision'])} / "
                                             f"{cell(r['dedup']['recall'])})"),
              ("  balanced mode asked", lambda r: f"{r['dedup']['asked_in_balanced']} of {r['dedup']['pairs']}"),
+             ("  merged into another entry", lambda r: r["dedup"]["other_entry"]),
              ("conflict F1 (P / R)", lambda r: f"{cell(r['conflict']['f1'])} ({cell(r['conflict']['precision'])} / "
                                                f"{cell(r['conflict']['recall'])})"),
-             ("  balanced mode asked", lambda r: f"{r['conflict']['asked_in_balanced']} of {r['conflict']['pairs']}")]
+             ("  balanced mode asked", lambda r: f"{r['conflict']['asked_in_balanced']} of {r['conflict']['pairs']}"),
+             ("  conflict named another entry", lambda r: r["conflict"]["other_entry"])]
     head = ["", *(f"{r['backend']} ({r['split']})" for r in reports)]
     body = [[name, *(cell(get(r)) for r in reports)] for name, get in rows]
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]

@@ -1,0 +1,113 @@
+"""The labeled evaluation set (tests/eval) keeps its shape, and quality on it does not regress.
+
+The floors below sit a little under what `python3 dev.py eval` measured when they were set (see
+the README's quality table); a change that loses recall, dedup or conflict quality fails here.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import pytest
+
+from git_whetstone.config import Config, load
+from git_whetstone.embed import content_words
+from tests.eval import run
+
+DATA = run.load_set()
+
+
+def test_the_set_has_the_size_the_issue_asks_for():
+    skills = DATA["skills"]
+    assert len(skills) >= 6
+    queries = [q for s in skills for q in s["queries"]]
+    assert len(queries) >= 150
+    kinds = [q["kind"] for q in queries]
+    assert kinds.count("paraphrase") >= len(queries) / 3
+    assert kinds.count("offtopic") >= 6
+    assert len(DATA["dedup"]) >= 60 and len(DATA["conflict"]) >= 40
+    assert {p["label"] for p in DATA["dedup"]} == {"duplicate", "distinct"}
+    assert {p["label"] for p in DATA["conflict"]} == {"conflict", "compatible"}
+    for skill in skills:
+        entries = skill["entries"]
+        assert len(entries) >= 25, skill["skill"]
+        assert any(e["id"].startswith("I") for e in entries) and any(e["id"].startswith("L") for e in entries)
+        assert len({e["scope"] for e in entries}) >= 8
+
+
+def test_every_label_names_an_entry_and_ids_are_unique():
+    seen_queries = set()
+    for skill in DATA["skills"]:
+        ids = [e["id"] for e in skill["entries"]]
+        assert len(ids) == len(set(ids)), skill["skill"]
+        for query in skill["queries"]:
+            assert query["id"] not in seen_queries
+            seen_queries.add(query["id"])
+            assert set(query["relevant"]) <= set(ids), query["id"]
+            assert bool(query["relevant"]) == (query["kind"] != "offtopic"), query["id"]
+    pair_ids = [p["id"] for p in DATA["dedup"] + DATA["conflict"]]
+    assert len(pair_ids) == len(set(pair_ids))
+
+
+# The labeling rule's function words (LABELING.md), on top of the embedders' own stopwords.
+FUNCTION_WORDS = set("""a an the of to in on for with and or but not no never always be is are it this that as
+by at from my our your we i you should must use make do all any each every when than then so up out into over
+per only more less very also some its their them these those there has have had was were will would can could
+get set""".split())
+
+
+def test_paraphrase_queries_share_no_content_word_with_their_entries():
+    for skill in DATA["skills"]:
+        by_id = {e["id"]: e for e in skill["entries"]}
+        for query in skill["queries"]:
+            if query["kind"] != "paraphrase":
+                continue
+            asked = set(content_words(query["intent"])) - FUNCTION_WORDS
+            for entry_id in query["relevant"]:
+                entry = by_id[entry_id]
+                shared = asked & set(content_words(entry["body"] + " " + entry["scope"]))
+                assert not shared, f"{query['id']} shares {sorted(shared)} with {entry_id}"
+
+
+def test_the_split_is_stable_and_holds_out_a_third():
+    queries = [q["id"] for s in DATA["skills"] for q in s["queries"]]
+    held_out = [q for q in queries if run.split_of(q) == "test"]
+    assert 0.25 < len(held_out) / len(queries) < 0.42
+    assert run.split_of("great-tables/q01") == run.split_of("great-tables/q01")
+
+
+@pytest.fixture(scope="module")
+def default_config(tmp_path_factory):
+    root = tmp_path_factory.mktemp("eval-store")
+    config = dataclasses.replace(load(root), supervision="autonomous", consult_global=False,
+                                 embedding_backend=Config().embedding_backend)
+    for skill in DATA["skills"]:
+        run.load_skill(config, skill)
+    return config
+
+
+def test_recall_quality_on_the_default_backend_does_not_regress(default_config, monkeypatch):
+    monkeypatch.setenv("WHETSTONE_TODAY", run.DAY)
+    report = run.eval_recall(default_config, DATA["skills"], "all", [])
+    assert report["f1"] >= RECALL_F1_FLOOR, report
+    assert report["by_kind"]["paraphrase"]["recall"] >= PARAPHRASE_RECALL_FLOOR, report
+    assert report["offtopic_returned"] <= OFFTOPIC_CEILING, report
+
+
+def test_dedup_and_conflict_quality_on_the_default_backend_do_not_regress(default_config, monkeypatch):
+    monkeypatch.setenv("WHETSTONE_TODAY", run.DAY)
+    skills = {s["skill"]: s for s in DATA["skills"]}
+    # the held-out third only: each pair costs a store and two or three commits
+    dedup = run.eval_pairs(default_config, run.chosen(DATA["dedup"], "test"), "dedup", "x", skills, [])
+    conflict = run.eval_pairs(default_config, run.chosen(DATA["conflict"], "test"), "conflict", "x", skills, [])
+    assert dedup["f1"] >= DEDUP_F1_FLOOR, dedup
+    assert conflict["f1"] >= CONFLICT_F1_FLOOR, conflict
+
+
+# Measured with the static backend when these were set (2026-11-29): recall macro F1 0.455 (all),
+# paraphrase recall 0.45, 3.08 entries for an off-topic intent; on the held-out pairs dedup F1 0.35,
+# conflict F1 0.47. The issue's targets (0.60, 0.5, 3, 0.80, 0.75) are not reached: see the README.
+RECALL_F1_FLOOR = 0.42
+PARAPHRASE_RECALL_FLOOR = 0.38
+OFFTOPIC_CEILING = 3.3
+DEDUP_F1_FLOOR = 0.25
+CONFLICT_F1_FLOOR = 0.35
