@@ -550,6 +550,8 @@ def validate(state: State, skill: str, staged: bool, as_json: bool) -> None:
             click.echo(f"{r['skill']}: {r['files']} {where} valid")
         else:
             click.echo(f"{r['skill']}: {_count(len(r['errors']), 'problem')} in {r['files']} {where}", err=True)
+        if r.get("hint"):
+            click.echo(f"hint: {r['hint']}", err=True)
     emit(state, as_json, result, human)
     if not result["valid"]:
         raise SystemExit(1)

@@ -274,6 +274,9 @@ def pre_commit(repo: Path) -> int:
         print(error, file=sys.stderr)
     _say(f"commit refused: {len(errors)} problem{'s' if len(errors) != 1 else ''} in the learnings and "
          f"issues being committed; fix them and commit again")
+    hint = validation.conflict_hint(errors)
+    if hint:
+        _say(hint)
     return 1
 
 
