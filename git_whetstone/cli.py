@@ -690,6 +690,23 @@ def hook(name: str, args: tuple[str, ...]) -> None:
     raise SystemExit(run_hook(name, list(args)))
 
 
+@main.command(name="merge-driver", hidden=True)
+@click.argument("kind", type=click.Choice(["blocks", "ids"]))
+@click.argument("base")
+@click.argument("ours")
+@click.argument("theirs")
+@click.argument("marker_size")
+@click.argument("path")
+def merge_driver(kind: str, base: str, ours: str, theirs: str, marker_size: str, path: str) -> None:
+    """Merge one file of a store for git (what the installed merge drivers run).
+
+    KIND is blocks (a scope file) or ids (next_ids.json); BASE, OURS and THEIRS are git's temporary
+    files and the result is written over OURS. Exits 1 when a conflict is left.
+    """
+    from .merge import run_driver
+    raise SystemExit(run_driver(kind, base, ours, theirs, marker_size, path))
+
+
 @main.command(name="install-man")
 @click.option("--dir", "directory", metavar="DIR", help="Where to put git-whetstone.1 "
               "(default: ~/.local/share/man/man1, searched by man when ~/.local/bin is on PATH).")
