@@ -285,6 +285,9 @@ def pre_commit(repo: Path) -> int:
     hint = validation.conflict_hint(errors)
     if hint:
         _say(hint)
+    if gitbin.in_progress(repo) == "merge" and any("duplicate id" in e.message for e in errors):
+        _say(f"this commit concludes a merge: git whetstone sync {repo.name} concludes it instead, re-minting "
+             f"the ids both sides minted")
     return 1
 
 

@@ -634,7 +634,7 @@ def settle_head(store: Store) -> list[str]:
         at_head = committed.get(rel) if rel != "next_ids.json" else current
         if (disk.decode("utf-8", "replace") if disk is not None else None) != at_head:
             return [f"{rel} has uncommitted changes, so ids the merge left claimed twice were not re-minted; "
-                    f"git whetstone validate {store.skill} lists them"]
+                    f"commit them, then run git whetstone sync {store.skill}"]
     # git runs post-merge before it clears the merge's state: MERGE_HEAD still names the commit just
     # merged (HEAD^2), and a commit now would take it as a second parent again. It is done with.
     merge_head = repo / ".git" / "MERGE_HEAD"
