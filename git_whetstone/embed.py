@@ -8,6 +8,10 @@ stems, bigrams of neighbouring stems, and character trigrams of each word (bigra
 written without spaces), so accents, CJK and emoji all embed to something. Negation words are left
 out on purpose: "never right-align X" and "right-align X" land on the same point, and the judge
 (`judge.py`) tells them apart as a conflict instead of a paraphrase.
+
+`StaticEmbedder` (backend `static`) matches meaning without torch: a table of token vectors
+distilled from all-MiniLM-L6-v2 (scripts/build_static_model.py), looked up with numpy.
+`SentenceTransformerEmbedder` runs the model itself, from the optional `embeddings` extra.
 """
 from __future__ import annotations
 
@@ -19,6 +23,8 @@ from pathlib import Path
 from typing import Protocol
 
 import numpy as np
+
+from .wordpiece import WordPiece, basic_words
 
 DIM = 384
 _TOKEN = re.compile(r"[^\W_]+|[^\w\s]")
@@ -169,10 +175,165 @@ def get_embedder(backend: str, model: str | None = None) -> Embedder:
     first embed; a missing extra or a directory that is not a model is an error here, at once."""
     if backend == "hashing":
         return _HASHING
+    if backend == "static":
+        return _STATIC
     from .errors import WhetstoneError
     if backend == "sentence-transformers":
         return _sentence_transformer(model or ST_DEFAULT_MODEL)
     raise WhetstoneError(f"embedding backend '{backend}' is not available in this version")
+
+
+# --- static: a token table distilled from all-MiniLM-L6-v2 -----------------------------------------
+
+STATIC_TABLE = Path(__file__).resolve().parent / "data" / "minilm-static.npz"
+
+
+class StaticEmbedder:
+    """Meaning without torch: one int8 row per WordPiece token of all-MiniLM-L6-v2, distilled from
+    the model by scripts/build_static_model.py, with frequency weights baked in. A text's vector is
+    the sum of its tokens' rows, L2-normalised; tokenizing is pure Python (`wordpiece`), the rest
+    one numpy gather and sum per batch.
+
+    A word the vocabulary cannot spell (an emoji, most symbols) gets a fixed pseudo-random
+    direction drawn from a hash of the word, so texts differ where their unknown words differ
+    instead of sharing one [UNK] row. Negation words are left out, as in the hashing backend: the
+    judge reads them. The table (~8 MB) is read on the first embed, once per process; `identity`
+    reads only its small header, so an index that is up to date loads nothing."""
+
+    BATCH = 2048  # texts summed at a time: bounds the float32 scratch to a few MB
+
+    def __init__(self, path: Path = STATIC_TABLE) -> None:
+        self.path = path
+        self._meta: dict | None = None
+        self._codes: np.ndarray | None = None
+        self._scales: np.ndarray | None = None
+        self._wordpiece = None
+
+    @property
+    def meta(self) -> dict:
+        if self._meta is None:
+            import json
+            (raw,) = self._read("meta")
+            try:
+                self._meta = json.loads(raw.tobytes())
+                int(self._meta["dim"]), str(self._meta["digest"]), float(self._meta["unknown_norm"])
+            except (ValueError, KeyError, TypeError) as exc:
+                self._damaged(f"bad header: {exc!r}")
+        return self._meta
+
+    @property
+    def dim(self) -> int:
+        return int(self.meta["dim"])
+
+    @property
+    def identity(self) -> str:
+        return f"static:minilm-l6:{self.dim}:{self.meta['digest'][:12]}"
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        if self._codes is None:
+            self._load()
+        out = np.zeros((len(texts), self.dim), dtype=np.float32)
+        for start in range(0, len(texts), self.BATCH):
+            self._embed_into(out[start:start + self.BATCH], texts[start:start + self.BATCH])
+        norms = np.linalg.norm(out, axis=1, keepdims=True)
+        norms[norms == 0] = 1.0
+        return out / norms
+
+    def _embed_into(self, out: np.ndarray, texts: list[str]) -> None:
+        spell = self._wordpiece.word
+        ids: list[int] = []
+        starts: list[int] = []
+        unknown: list[tuple[int, str]] = []
+        for row, text in enumerate(texts):
+            starts.append(len(ids))
+            for word in _without_negations(basic_words(text)):
+                pieces = spell(word)
+                if pieces is None:
+                    unknown.append((row, word))
+                else:
+                    ids.extend(pieces)
+        if ids:
+            index = np.array(ids, dtype=np.intp)
+            rows = self._codes[index].astype(np.float32)
+            rows *= self._scales[index, None]
+            begin = np.array(starts)
+            filled = np.diff(np.append(begin, len(ids))) > 0
+            out[filled] = np.add.reduceat(rows, begin[filled], axis=0)
+        for row, word in unknown:
+            out[row] += _unknown_vector(word, self.dim, float(self.meta["unknown_norm"]))
+
+    def _read(self, *names: str) -> list[np.ndarray]:
+        import zipfile
+        try:
+            with np.load(self.path, allow_pickle=False) as table:
+                return [table[name] for name in names]
+        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
+            self._damaged(str(exc) or repr(exc))
+
+    def _mapped(self, name: str) -> np.ndarray:
+        """The member `name` mapped read-only from the file where it is stored uncompressed (the
+        build stores `codes` so): nothing is copied, and only the rows used are ever read."""
+        import struct
+        import zipfile
+        try:
+            with zipfile.ZipFile(self.path) as archive:
+                info = archive.getinfo(f"{name}.npy")
+            if info.compress_type != zipfile.ZIP_STORED:
+                return self._read(name)[0]
+            with open(self.path, "rb") as file:
+                file.seek(info.header_offset)
+                local = file.read(30)  # the local file header: its name and extra field lengths are at 26
+                file.seek(info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30])))
+                version = np.lib.format.read_magic(file)
+                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
+                               else np.lib.format.read_array_header_2_0)
+                shape, fortran, dtype = read_header(file)
+                offset = file.tell()
+            if fortran or dtype.hasobject:
+                raise ValueError(f"{name} is not a plain C-ordered array")
+            return np.memmap(self.path, dtype=dtype, mode="r", offset=offset, shape=shape)
+        except (OSError, ValueError, KeyError, struct.error, zipfile.BadZipFile) as exc:
+            self._damaged(str(exc) or repr(exc))
+
+    def _damaged(self, why: str):
+        from .errors import RUNTIME, WhetstoneError
+        raise WhetstoneError(f"the static embedding table {self.path} cannot be read ({why}): reinstall "
+                             f"whetstone, or choose another embedding_backend", exit_code=RUNTIME) from None
+
+    def _load(self) -> None:
+        dim = self.dim
+        vocab, scales = self._read("vocab", "scales")
+        codes = self._mapped("codes")
+        tokens = vocab.tobytes().decode("utf-8", "replace").split("\n")
+        if codes.shape != (len(tokens), dim) or codes.dtype != np.int8 or scales.shape != (len(tokens),):
+            self._damaged(f"{codes.shape} {codes.dtype} codes and {scales.shape} scales for {len(tokens)} tokens")
+        self._wordpiece = WordPiece(dict(zip(tokens, range(len(tokens)))))
+        self._scales = scales.astype(np.float32)
+        self._codes = np.asarray(codes)
+
+
+def _without_negations(words: list[str]) -> list[str]:
+    """`words` without negation words, negated contractions included ("don't" comes as don ' t)."""
+    out: list[str] = []
+    i, n = 0, len(words)
+    while i < n:
+        word = words[i]
+        if word in NEGATIONS:
+            i += 1
+        elif i + 2 < n and words[i + 1] in ("'", "\u2019") and words[i + 2] == "t" and word.endswith("n"):
+            i += 3
+        else:
+            out.append(word)
+            i += 1
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _unknown_vector(word: str, dim: int, norm: float) -> np.ndarray:
+    import hashlib
+    seed = int.from_bytes(hashlib.blake2b(word.encode("utf-8", "surrogatepass"), digest_size=8).digest(), "little")
+    vector = np.random.default_rng(seed).standard_normal(dim)
+    return (vector * (norm / np.linalg.norm(vector))).astype(np.float32)
 
 
 # --- sentence-transformers --------------------------------------------------------------------------
@@ -287,3 +448,4 @@ def _sentence_transformer(model: str) -> SentenceTransformerEmbedder:
 
 
 _HASHING = HashingEmbedder()
+_STATIC = StaticEmbedder()

@@ -329,8 +329,9 @@ def post_change(repo: Path, name: str) -> None:
 def refresh_index(store: Store, config: Config) -> list[str]:
     """Bring the store's index up to date after a change git made, if it has one; any notice.
     With no index yet, building one is the first read's job; and this never loads a model (the
-    sentence-transformers backend takes seconds to start), so only the hashing backend refreshes."""
-    if not (store.path / "index.sqlite").exists() or config.embedding_backend != "hashing":
+    sentence-transformers backend takes seconds to start), so only the hashing and static backends
+    (numpy and a table read in tens of milliseconds) refresh here."""
+    if not (store.path / "index.sqlite").exists() or config.embedding_backend not in ("hashing", "static"):
         return []
     from . import index
     from .embed import get_embedder

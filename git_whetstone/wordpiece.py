@@ -1,0 +1,134 @@
+"""BERT's uncased WordPiece tokenizer in plain Python, for the static embedding backend.
+
+It splits text the way all-MiniLM-L6-v2's own tokenizer does, so a word maps to the same vocabulary
+rows the table was distilled from:
+
+1. clean: drop NUL, U+FFFD and control or format characters; every kind of whitespace becomes a space;
+2. put spaces around CJK ideographs (each becomes a word of its own);
+3. decompose (NFD), drop combining marks (accents), lowercase;
+4. split on whitespace, and make every punctuation character a word of its own;
+5. cut each word into the longest vocabulary pieces from the left, later pieces spelled `##…`;
+   a word with a part no piece covers, or longer than 100 characters, is unknown as a whole.
+
+ASCII text takes a short path through `str.translate` and one regular expression; the rest goes
+character by character. Words are cached, since rules repeat the same few hundred of them.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+from functools import lru_cache
+
+MAX_WORD_CHARS = 100  # longer words are unknown as a whole, as in BERT
+
+# ASCII: controls go (tab, newline and carriage return become spaces), everything else stays.
+_ASCII_CLEAN = {c: None for c in (*range(0, 32), 127)} | {9: " ", 10: " ", 13: " "}
+_ASCII_WORDS = re.compile(r"[a-z0-9]+|[^a-z0-9 ]")
+
+# CJK Unified Ideographs and their extensions and compatibility blocks (not kana or hangul).
+_CJK = ((0x4E00, 0x9FFF), (0x3400, 0x4DBF), (0x20000, 0x2A6DF), (0x2A700, 0x2B73F), (0x2B740, 0x2B81F),
+        (0x2B820, 0x2CEAF), (0xF900, 0xFAFF), (0x2F800, 0x2FA1F))
+
+
+@lru_cache(maxsize=8192)
+def _char_class(ch: str) -> str:
+    """'' to drop, ' ' for whitespace, 'c' for a CJK ideograph, 'p' for punctuation, 'l' otherwise."""
+    if ch in "\t\n\r ":
+        return " "
+    cp = ord(ch)
+    category = unicodedata.category(ch)
+    if cp == 0 or cp == 0xFFFD or category in ("Cc", "Cf", "Co", "Cs"):  # unassigned (Cn) stays
+        return ""
+    if ch.isspace():
+        return " "
+    if any(lo <= cp <= hi for lo, hi in _CJK):
+        return "c"
+    if category[0] == "P" or (cp < 128 and not ch.isalnum()):
+        return "p"
+    return "l"
+
+
+def basic_words(text: str) -> list[str]:
+    """Steps 1-4: the words and punctuation marks of `text`, lowercased and without accents."""
+    if text.isascii():
+        return _ASCII_WORDS.findall(text.translate(_ASCII_CLEAN).lower())
+    kept = []
+    for ch in text:
+        kind = _char_class(ch)
+        if kind == "c":
+            kept.append(f" {ch} ")
+        elif kind:
+            kept.append(ch if kind != " " else " ")
+    text = unicodedata.normalize("NFD", "".join(kept))
+    text = "".join(ch for ch in text if unicodedata.category(ch) != "Mn")
+    # lowercase letter by letter, as BERT's tokenizer does: str.lower() alone would write a word-final
+    # capital sigma as "ς", a token the model never saw in that place
+    text = "".join(map(str.lower, text)) if "\u03a3" in text else text.lower()
+    words: list[str] = []
+    for chunk in text.split():
+        if chunk.isalnum():
+            words.append(chunk)
+            continue
+        start = 0
+        for i, ch in enumerate(chunk):
+            if _char_class(ch) == "p":
+                if start < i:
+                    words.append(chunk[start:i])
+                words.append(ch)
+                start = i + 1
+        if start < len(chunk):
+            words.append(chunk[start:])
+    return words
+
+
+class WordPiece:
+    """Greedy longest-match-first WordPiece over a vocabulary of pieces (`##` marks a continuation).
+
+    `word(w)` gives the vocabulary indices that spell one basic word, or None when the vocabulary
+    cannot spell it (BERT's [UNK]); a caller can then treat unknown words individually instead of
+    as one shared token."""
+
+    CACHE = 100_000  # words remembered; rules repeat the same few thousand
+
+    def __init__(self, vocab: dict[str, int]) -> None:
+        self.vocab = vocab
+        self.longest = max(map(len, vocab), default=0)  # "##" counted too: a bound, not exact
+        self._cache: dict[str, tuple[int, ...] | None] = {}
+        self._names: dict[int, str] | None = None
+
+    def word(self, word: str) -> tuple[int, ...] | None:
+        try:
+            return self._cache[word]
+        except KeyError:
+            pass
+        found = self._spell(word)
+        if len(self._cache) < self.CACHE:
+            self._cache[word] = found
+        return found
+
+    def tokens(self, text: str) -> list[str]:
+        """The pieces of `text` as BERT's tokenizer prints them ("[UNK]" for an unknown word)."""
+        if self._names is None:
+            self._names = {i: p for p, i in self.vocab.items()}
+        names, out = self._names, []
+        for w in basic_words(text):
+            ids = self.word(w)
+            out.extend(["[UNK]"] if ids is None else [names[i] for i in ids])
+        return out
+
+    def _spell(self, word: str) -> tuple[int, ...] | None:
+        if len(word) > MAX_WORD_CHARS:
+            return None
+        vocab, ids, start = self.vocab, [], 0
+        while start < len(word):
+            end = min(len(word), start + self.longest)
+            while end > start:
+                index = vocab.get(word[start:end] if start == 0 else "##" + word[start:end])
+                if index is not None:
+                    ids.append(index)
+                    break
+                end -= 1
+            else:
+                return None
+            start = end
+        return tuple(ids)

@@ -1,0 +1,313 @@
+"""The static backend: all-MiniLM-L6-v2 distilled into a table of token vectors, read with numpy.
+
+The table is checked for size and consistency, its similarities against the real model and the
+hashing backend (and against a table of random vectors, which must fail the same checks), and the
+backend end to end: capture, recall, the index, the hooks and a CLI that never imports torch for
+it. Its tokenizer has its own tests (test_wordpiece.py).
+"""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from git_whetstone import config as config_mod, embed, index
+from git_whetstone.capture import capture
+from git_whetstone.errors import WhetstoneError
+from git_whetstone.retrieve import recall
+from tests.helpers import REPO, model_dir, run_cli
+
+STATIC = embed.get_embedder("static")
+SKILL = "great-tables"
+
+PARAPHRASES = [
+    ("Format currency as USD with no decimals", "Show money columns in USD without cents"),
+    ("Band alternate rows in light grey.", "Shade every other row with a pale gray background."),
+    ("Show negative numbers in parentheses.", "Write negatives like (42) instead of -42."),
+    ("Use four spaces for indentation, never tabs.", "Indent code with spaces (4), not tab characters."),
+    ("Keep slides to three bullet points at most.", "No more than three bullets on any slide."),
+    ("Label both axes of every chart.", "Charts need titles on the x and y axes."),
+    ("Avoid passive voice in reports.", "Write report sentences in the active voice."),
+    ("Thousands separators in large numbers.", "Group digits with commas, like 1,000,000."),
+    ("Freeze the header row when the table scrolls.", "Keep column headers visible while scrolling."),
+    ("No emoji in professional documents.", "Leave emojis out of formal writing."),
+]
+UNRELATED = [
+    ("Never round table corners", "Show money columns in USD"),
+    ("Band alternate rows in light grey.", "Write commit messages in the imperative mood."),
+    ("Use a serif font for body text.", "Tests must not use mocks for the database."),
+    ("Keep slides to three bullet points at most.", "Show negative numbers in parentheses."),
+    ("Label both axes of every chart.", "Use British spelling."),
+    ("Dates should be written as ISO 8601.", "Use dark mode colors for the dashboard."),
+    ("Cite sources with footnotes.", "Right-align numeric columns."),
+    ("Keep emails short and friendly.", "Use four spaces for indentation."),
+    ("Heat-map msrp with a warm palette.", "Summaries go at the top of the document."),
+    ("Freeze the header row when the table scrolls.", "Avoid passive voice in reports."),
+]
+
+
+# --- the table ---------------------------------------------------------------------------------------
+
+def test_table_is_small_consistent_and_names_itself() -> None:
+    path = embed.STATIC_TABLE
+    assert path.stat().st_size <= 8_000_000
+    with np.load(path, allow_pickle=False) as table:
+        meta = json.loads(table["meta"].tobytes())
+        vocab, codes, scales = table["vocab"], table["codes"], table["scales"]
+    digest = hashlib.sha256()
+    without = {k: v for k, v in meta.items() if k != "digest"}
+    for part in (vocab, codes, scales, json.dumps(without, sort_keys=True).encode()):
+        digest.update(np.ascontiguousarray(part).tobytes())
+    assert meta["digest"] == digest.hexdigest(), "the table changed but its digest did not: run the build script"
+    tokens = vocab.tobytes().decode("utf-8").split("\n")
+    model_vocab = (model_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
+    assert tokens == [t for t in model_vocab if not re.fullmatch(r"\[.*\]", t)]
+    assert codes.dtype == np.int8 and codes.shape == (len(tokens), meta["dim"]) == (len(tokens), STATIC.dim)
+    assert STATIC.identity == f"static:minilm-l6:{meta['dim']}:{meta['digest'][:12]}"
+    assert re.fullmatch(r"static:minilm-l6:256:[0-9a-f]{12}", STATIC.identity)
+
+
+def test_vectors_are_normalised_float32_rows() -> None:
+    texts = ["Show prices as US dollars.", "", "!!!", "🔥", "表格的圆角不要", "Right-align X"]
+    vectors = STATIC.embed(texts)
+    assert vectors.dtype == np.float32 and vectors.shape == (len(texts), 256)
+    norms = np.linalg.norm(vectors, axis=1)
+    assert np.allclose(norms[[0, 2, 3, 4, 5]], 1.0, atol=1e-5) and norms[1] == 0.0
+    assert STATIC.embed([]).shape == (0, 256)
+    assert embed.get_embedder("static") is STATIC
+    # batches do not leak into each other, and a text embeds the same alone or in a crowd
+    crowd = STATIC.embed(texts * 700)
+    assert np.allclose(crowd[: len(texts)], vectors, atol=1e-6) and np.allclose(crowd[-len(texts):], vectors, atol=1e-6)
+
+
+def test_unknown_words_and_negations() -> None:
+    def cos(a: str, b: str) -> float:
+        u, v = STATIC.embed([a, b])
+        return float(u @ v)
+    assert cos("🔥", "🔥") == pytest.approx(1.0)
+    assert abs(cos("🔥", "🎉")) < 0.3  # two unknown words: two unrelated directions, not one [UNK]
+    assert 0.5 < cos("Use 🔥 for hot items", "Use 🎉 for hot items") < 0.99
+    # negation words are left to the judge, as with the hashing backend
+    assert cos("Right-align currency columns", "Never right-align currency columns") == pytest.approx(1.0)
+    assert cos("Bold the totals", "Don't bold the totals") == pytest.approx(1.0)
+    assert cos("Use the logo", "You can\u2019t use the logo") == pytest.approx(cos("Use the logo", "You use the logo"))
+
+
+def separation(embedder) -> dict[str, float]:
+    """How well `embedder` tells PARAPHRASES from UNRELATED pairs (and from each other's halves)."""
+    def cosines(pairs):
+        a = embedder.embed([x for x, _ in pairs])
+        b = embedder.embed([y for _, y in pairs])
+        return (a * b).sum(axis=1), a, b
+    para, a, b = cosines(PARAPHRASES)
+    unrel, _, _ = cosines(UNRELATED)
+    crossed = (a @ b.T)[~np.eye(len(PARAPHRASES), dtype=bool)]  # a rule against another rule's paraphrase
+    negatives = np.concatenate([unrel, crossed])
+    return {"paraphrase": float(para.mean()), "unrelated": float(unrel.mean()),
+            "auc": float((para[:, None] > negatives[None, :]).mean()), "usd": float(para[0]), "corners": float(unrel[0])}
+
+
+def random_table(path: Path) -> embed.StaticEmbedder:
+    """The shipped table with its vectors replaced by random ones: what a broken build would give."""
+    with np.load(embed.STATIC_TABLE, allow_pickle=False) as table:
+        arrays = {name: table[name] for name in ("meta", "vocab", "codes", "scales")}
+    rng = np.random.default_rng(7)
+    arrays["codes"] = rng.integers(-127, 128, size=arrays["codes"].shape, dtype=np.int8)
+    np.savez(path, **arrays)
+    return embed.StaticEmbedder(path)
+
+
+def test_paraphrases_score_well_above_unrelated_pairs(tmp_path) -> None:
+    good = separation(STATIC)
+    assert good["usd"] > good["corners"] + 0.4, good
+    assert good["paraphrase"] > good["unrelated"] + 0.35 and good["auc"] >= 0.95, good
+    # better than matching words, which misses paraphrases that share none
+    hashing = separation(embed.get_embedder("hashing"))
+    assert good["auc"] > hashing["auc"] and good["usd"] > hashing["usd"] + 0.3, (good, hashing)
+    broken = separation(random_table(tmp_path / "random.npz"))
+    assert not (broken["paraphrase"] > broken["unrelated"] + 0.35 and broken["auc"] >= 0.95), broken
+
+
+def spearman(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.corrcoef(np.argsort(np.argsort(a)), np.argsort(np.argsort(b)))[0, 1])
+
+
+def test_similarities_follow_the_model_it_was_distilled_from(tmp_path, monkeypatch) -> None:
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("TRANSFORMERS_OFFLINE", "1")
+    model = embed.get_embedder("sentence-transformers", str(model_dir()))
+    texts = sorted({t for pair in PARAPHRASES + UNRELATED for t in pair})
+    upper = np.triu_indices(len(texts), 1)
+
+    def pairwise(embedder) -> np.ndarray:
+        vectors = embedder.embed(texts)
+        return (vectors @ vectors.T)[upper]
+    teacher = pairwise(model)
+    assert spearman(pairwise(STATIC), teacher) > 0.55
+    assert spearman(pairwise(STATIC), teacher) > spearman(pairwise(embed.get_embedder("hashing")), teacher) + 0.1
+    assert spearman(pairwise(random_table(tmp_path / "random.npz")), teacher) < 0.3
+
+
+def test_a_damaged_table_is_a_one_line_error(tmp_path) -> None:
+    cases = {"missing.npz": None, "text.npz": b"not a table at all\n", "truncated.npz": embed.STATIC_TABLE.read_bytes()[:4096]}
+    for name, content in cases.items():
+        path = tmp_path / name
+        if content is not None:
+            path.write_bytes(content)
+        with pytest.raises(WhetstoneError) as err:
+            embed.StaticEmbedder(path).embed(["x"])
+        assert "static embedding table" in err.value.message and "\n" not in err.value.message, name
+    with np.load(embed.STATIC_TABLE, allow_pickle=False) as table:
+        arrays = {name: table[name] for name in ("meta", "vocab", "scales")}
+    np.savez(tmp_path / "short.npz", codes=np.zeros((10, 256), np.int8), **arrays)
+    with pytest.raises(WhetstoneError, match="cannot be read"):
+        embed.StaticEmbedder(tmp_path / "short.npz").embed(["x"])
+
+
+def test_fast_enough_for_an_index_build() -> None:
+    """Measured on a quiet 2-core machine: ~30 ms to load, ~0.1 ms a short text, ~1 s for 10,000
+    rules. The bounds here are loose, for a busy CI machine."""
+    fresh = embed.StaticEmbedder()
+    started = time.perf_counter()
+    fresh.embed(["warm"])
+    assert time.perf_counter() - started < 0.5
+    rules = [f"Right-align the revenue column in report {i}, so totals line up at a glance." for i in range(2_000)]
+    started = time.perf_counter()
+    fresh.embed(rules)
+    assert time.perf_counter() - started < 3.0
+
+
+# --- the backend, end to end -------------------------------------------------------------------------
+
+LEARNINGS = [
+    ("Show prices as US dollars, no decimal places.", "currency formatting"),
+    ("Heat-map msrp with a warm YlOrBr palette, not green.", "color encoding"),
+    ("Use square corners on every table.", "corner radius"),
+    ("Band alternate rows in light grey.", "row banding"),
+    ("Put the title in sentence case, bold.", "title styling"),
+]
+
+
+@pytest.fixture
+def static_env(monkeypatch) -> dict[str, str]:
+    monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", "static")
+    return {"WHETSTONE_EMBEDDING_BACKEND": "static"}
+
+
+def with_backend(backend: str) -> config_mod.Config:
+    return config_mod.Config(**{**config_mod.load().__dict__, "embedding_backend": backend})
+
+
+def test_config_accepts_the_backend_and_its_thresholds(tmp_path, monkeypatch) -> None:
+    cfg = tmp_path / "config.toml"
+    cfg.write_text('embedding_backend = "static"\n[static]\ndedup = 0.93\n')
+    monkeypatch.setenv("WHETSTONE_CONFIG", str(cfg))
+    monkeypatch.setenv("WHETSTONE_STATIC_GREY", "0.7")
+    c = config_mod.load()
+    assert c.embedding_backend == "static"
+    assert (c.threshold("dedup"), c.threshold("grey")) == (0.93, 0.7)
+    assert c.threshold("conflict") == config_mod.DEFAULT_THRESHOLDS["static"]["conflict"]
+    assert set(config_mod.DEFAULT_THRESHOLDS["static"]) == set(config_mod.THRESHOLD_NAMES)
+
+
+def test_recall_finds_a_paraphrase_hashing_misses(static_env) -> None:
+    ids = {scope: capture(SKILL, "learning", body, scope, "said so")["entry_id"] for body, scope in LEARNINGS}
+    intent = "money columns: symbols and cents"
+    missed = recall(SKILL, intent, config=with_backend("hashing"))
+    assert missed["fallback"]
+    found = recall(SKILL, intent)
+    assert not found["fallback"]
+    shown = [e["id"] for e in found["learnings"]]
+    assert shown[0] == ids["currency formatting"] and ids["corner radius"] not in shown
+    whole = recall(SKILL, "styling a gtcars table: currency formatting, color encoding, corner radius, row banding")
+    assert {ids[s] for s in ("currency formatting", "color encoding", "corner radius", "row banding")} <= \
+        {e["id"] for e in whole["learnings"]}
+
+
+def test_capture_reinforces_a_paraphrase_and_flags_a_conflict(static_env) -> None:
+    first = capture(SKILL, "learning", "Show prices as US dollars, no decimal places.", "currency formatting", "x")
+    again = capture(SKILL, "learning", "Display the price column in US dollars without decimals.",
+                    "currency formatting", "y")
+    if again["status"] == "needs_confirmation":  # in the grey band: balanced supervision asks first
+        assert again["similar_to"]["id"] == first["entry_id"], again
+        again = capture(SKILL, "learning", "Display the price column in US dollars without decimals.",
+                        "currency formatting", "y", confirm="reinforce")
+    assert (again["status"], again["entry_id"], again["recurrence"]) == ("reinforced", first["entry_id"], 2), again
+    capture(SKILL, "learning", "Right-align numeric columns.", "column alignment", "z")
+    flipped = capture(SKILL, "learning", "Never right-align numeric columns.", "column alignment", "w")
+    assert flipped["status"] == "conflict", flipped
+    other = capture(SKILL, "learning", "Band alternate rows in light grey.", "row banding", "v")
+    assert other["status"] == "committed"
+
+
+def test_index_keys_vectors_by_the_table(static_env, monkeypatch) -> None:
+    for body, scope in LEARNINGS:
+        capture(SKILL, "learning", body, scope, "said so", config=with_backend("hashing"))
+    calls: list[tuple[str, int]] = []
+    real = index._embed
+    monkeypatch.setattr(index, "_embed", lambda texts, embedder: calls.append((embedder.identity, len(texts)))
+                        or real(texts, embedder))
+    recall(SKILL, "styling a table")
+    assert calls and {who for who, _ in calls} == {STATIC.identity}
+    recall(SKILL, "styling a table", config=with_backend("hashing"))
+    index._CACHE.clear()  # a new process: the static vectors are all in index.sqlite already
+    calls.clear()
+    recall(SKILL, "styling a table")
+    assert calls == []
+    from git_whetstone.hooks import reindex
+    assert reindex(SKILL)["backend"] == STATIC.identity
+
+
+def imported(stderr: str) -> set[str]:
+    """Top-level package names in `python -X importtime` output."""
+    return {m.group(1).strip().split(".")[0] for m in re.finditer(r"^import time:[^|]*\|[^|]*\|\s*(\S+)", stderr, re.M)}
+
+
+HEAVY = {"torch", "sentence_transformers", "transformers", "tokenizers", "mcp"}
+
+
+def test_cli_recall_and_capture_never_import_torch(static_env) -> None:
+    for body, scope in LEARNINGS:
+        assert run_cli("capture", SKILL, body, "--scope", scope, env=static_env).returncode == 0
+    env = {**os.environ, **static_env}
+    for args in (["recall", SKILL, "money columns: symbols and cents", "--json"],
+                 ["capture", SKILL, "Keep the legend out of the plot.", "--scope", "legends", "--json"],
+                 ["reindex", SKILL]):
+        proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "git_whetstone", *args], capture_output=True,
+                              text=True, env=env, cwd=REPO, timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        mods = imported(proc.stderr)
+        assert "git_whetstone" in mods and "numpy" in mods
+        assert not mods & HEAVY, (args[0], mods & HEAVY)
+    proc = run_cli("recall", SKILL, "money columns: symbols and cents", "--json", env=static_env)
+    assert json.loads(proc.stdout)["learnings"][0]["scope"] == "currency formatting"
+
+
+def test_a_hand_commit_hook_refreshes_the_static_index(static_env, store_root, monkeypatch) -> None:
+    """The table loads in tens of milliseconds, so the post-commit hook keeps the index fresh."""
+    assert run_cli("capture", "hooked", "Bold the header row", "--scope", "headers", env=static_env).returncode == 0
+    store = store_root / "hooked"
+    path = next((store / "learnings").glob("*.md"))
+    path.write_text(path.read_text().replace("Bold the header row\n", "Bold the header row, always\n"))
+    env = dict(os.environ, PYTHONPROFILEIMPORTTIME="1", **static_env,
+               PATH=f"{os.path.dirname(sys.executable)}{os.pathsep}{os.environ['PATH']}")
+    proc = subprocess.run(["git", "-C", str(store), "commit", "-qam", "hand edit"], capture_output=True,
+                          text=True, env=env)
+    assert proc.returncode == 0, proc.stderr
+    mods = {line.split("|")[-1].strip().split(".")[0] for line in proc.stderr.splitlines()
+            if line.startswith("import time:")}
+    assert "numpy" in mods and not mods & HEAVY, mods & HEAVY
+    calls: list[int] = []
+    real = index._embed
+    monkeypatch.setattr(index, "_embed", lambda texts, embedder: calls.append(len(texts)) or real(texts, embedder))
+    index._CACHE.clear()
+    result = recall("hooked", "header row styling")
+    assert calls == [] and "always" in result["learnings"][0]["rule"]
