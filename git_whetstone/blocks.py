@@ -206,14 +206,23 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
     def err(line: int, message: str) -> None:
         errors.append(FormatError(path, line, message))
 
+    in_conflict: set[int] = set()  # lines between a merge's <<<<<<< and >>>>>>> markers
+    opened = None
     for number, (_, line) in enumerate(lines, 1):
         if _CONFLICT_MARKER.match(line.rstrip("\r")):
             err(number, "unresolved merge conflict marker")
+            if line.startswith("<"):
+                opened = number
+            elif line.startswith(">") and opened is not None:
+                in_conflict.update(range(opened, number + 1))
+                opened = None
     heads = [i for i, (_, line) in enumerate(lines) if line.startswith("## ") or line == "##"]
     for i, (_, line) in enumerate(lines[: heads[0] if heads else len(lines)]):
         if i == 0 and line.startswith("\ufeff"):
             err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
             break
+        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+            continue  # reported above
         if line.strip():
             err(i + 1, "text before the first block (a block starts with '## L<n> · title')")
             break
@@ -230,7 +239,8 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
             continue
         bid, title, fields, body = block
         if bid in seen:
-            err(head + 1, f"duplicate id {bid} (also at line {seen[bid]})")
+            if not (head + 1 in in_conflict and seen[bid] in in_conflict):  # two versions of one block
+                err(head + 1, f"duplicate id {bid} (also at line {seen[bid]})")
             continue
         seen[bid] = head + 1
         blocks.append(Block(bid, title, fields, body, head + 1, start_off, end_off, text[start_off:end_off]))

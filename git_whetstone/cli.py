@@ -550,6 +550,8 @@ def validate(state: State, skill: str, staged: bool, as_json: bool) -> None:
             click.echo(f"{r['skill']}: {r['files']} {where} valid")
         else:
             click.echo(f"{r['skill']}: {_count(len(r['errors']), 'problem')} in {r['files']} {where}", err=True)
+        if r.get("hint"):
+            click.echo(f"hint: {r['hint']}", err=True)
     emit(state, as_json, result, human)
     if not result["valid"]:
         raise SystemExit(1)
@@ -686,6 +688,95 @@ def hook(name: str, args: tuple[str, ...]) -> None:
     """
     from .hooks import run_hook
     raise SystemExit(run_hook(name, list(args)))
+
+
+# --- taste that follows you: remotes and sync -------------------------------------------------------
+
+@main.command()
+@click.argument("skill")
+@click.argument("action", required=False, metavar="[add URL | remove NAME | list]")
+@click.argument("target", required=False, metavar="")
+@click.option("--name", metavar="NAME", help="The name to give the remote with add (default: origin).")
+@json_option
+@click.pass_obj
+def remote(state: State, skill: str, action: str | None, target: str | None, name: str | None,
+           as_json: bool) -> None:
+    """Add, remove or list the git remotes SKILL's store syncs with.
+
+    Any git remote works: a bare repository on disk, ssh, https. On a machine without the store,
+    add clones it from URL (or starts it, when URL is an empty repository).
+
+    \b
+    Example:
+      git init --bare ~/taste/great-tables.git
+      git whetstone remote great-tables add ~/taste/great-tables.git
+      git whetstone remote great-tables add git@example.com:me/tables-taste.git --name laptop
+      git whetstone remote great-tables remove laptop
+    """
+    from .sync import remote as run_remote
+    result = run_remote(skill, action, target, name, config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        if r["status"] in ("listed", "removed"):
+            if r["status"] == "removed":
+                click.echo(f"removed {r['remote']} from {r['skill']}")
+            for item in r["remotes"]:
+                click.echo(f"{item['name']}\t{item['url']}")
+            if r["status"] == "listed" and not r["remotes"]:
+                click.echo(f"{r['skill']} has no remote (git whetstone remote {r['skill']} add URL)")
+            return
+        verb = {"cloned": "cloned from", "added": "added", "already_added": "already has"}[r["status"]]
+        click.echo(f"{r['skill']}: {verb} {r['remote']} {r['url']}" if r["status"] != "cloned" else
+                   f"{r['skill']}: cloned from {r['url']} into {r['path']}")
+    emit(state, as_json, result, human)
+
+
+@main.command()
+@click.argument("skill", required=False)
+@click.option("--all", "every", is_flag=True, help="Every store under the store root, the global layer too.")
+@click.option("--remote", "remote_name", metavar="NAME",
+              help="The remote to sync with (default: the branch's upstream, then origin, then the only one).")
+@json_option
+@click.pass_obj
+def sync(state: State, skill: str | None, every: bool, remote_name: str | None, as_json: bool) -> None:
+    """Fetch, merge and push SKILL's store (or every store) through its git remote.
+
+    Captures made elsewhere since the last sync merge with these block by block; an id minted on
+    both sides is re-minted on one (the rename is in its provenance). When both sides changed the
+    same block's body differently, the merge stops with both versions in the file: exit 1, and a
+    line saying what to do. A store with uncommitted edits is refused.
+
+    \b
+    Example:
+      git whetstone sync great-tables
+      git whetstone sync --all          # from cron, or at the start of a session
+    """
+    from .sync import sync as run_sync
+    result = run_sync(skill, every, remote_name, config=state.config())
+
+    def human(r: dict[str, Any]) -> None:
+        for one in r["stores"]:
+            click.echo(one["message"], err=one["status"] in ("conflict", "failed"))
+    emit(state, as_json, result, human)
+    if not result["ok"]:
+        raise SystemExit(1)
+
+
+@main.command(name="merge-driver", hidden=True)
+@click.argument("kind", type=click.Choice(["blocks", "ids"]))
+@click.argument("base")
+@click.argument("ours")
+@click.argument("theirs")
+@click.argument("marker_size")
+@click.argument("path")
+def merge_driver(kind: str, base: str, ours: str, theirs: str, marker_size: str, path: str) -> None:
+    """Merge one file of a store for git (what the installed merge drivers run).
+
+    KIND is blocks (a scope file) or ids (next_ids.json); BASE, OURS and THEIRS are git's temporary
+    files and the result is written over OURS. Exits 1 when a conflict is left.
+    """
+    from .merge import run_driver
+    raise SystemExit(run_driver(kind, base, ours, theirs, marker_size, path))
 
 
 @main.command(name="install-man")

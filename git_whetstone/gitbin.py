@@ -119,6 +119,33 @@ def _staged_elsewhere(repo: Path, paths: list[str]) -> bool:
     return others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
 
 
+def commit_staged(repo: Path, message: str) -> None:
+    """Commit what is staged, as it stands: how a merge is concluded (git refuses to name paths
+    then). Whetstone's own write, as `commit` is: the shims skip their work for it."""
+    env = dict(_identity_fallback(str(repo)))
+    env["WHETSTONE_WRITING"] = "1"
+    note = repo / ".git" / "WHETSTONE_COMMIT_MSG"
+    note.write_text(message, encoding="utf-8")
+    try:
+        run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-F", str(note), env=env)
+    finally:
+        note.unlink(missing_ok=True)
+    _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
+
+
+# What git leaves in .git while an operation waits for the user, and the operation's name.
+_PENDING = (("MERGE_HEAD", "merge"), ("rebase-merge", "rebase"), ("rebase-apply", "rebase"),
+            ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"))
+
+
+def in_progress(repo: Path) -> str | None:
+    """The git operation stopped half-way in `repo` (a merge that hit a conflict, say), if any."""
+    for name, what in _PENDING:
+        if (repo / ".git" / name).exists():
+            return what
+    return None
+
+
 def revert_head(repo: Path) -> None:
     """Undo the last commit with a new one (as whetstone's own write, whatever identity the user
     has); if git cannot, leave the repository as it was and say so."""

@@ -11,7 +11,10 @@ installed copy, with `git-whetstone` on PATH as the fallback.
   `path:line: message` lines;
 - post-commit, post-merge and post-rewrite bring the index up to date, raise the store's id
   high-water mark over ids written by hand (`Store.keep_ids`), and warn when what was committed is
-  invalid. They never fail the git operation.
+  invalid. They never fail the git operation. After a plain `git merge` or `git pull`, post-merge
+  first re-mints ids both sides minted (`merge.settle_head`), in a commit of its own.
+
+Installing the hooks also installs the store's merge drivers (`merge.install_drivers`).
 
 Hooks are a speed-up, not the source of truth: every read checks the index's freshness itself.
 """
@@ -116,6 +119,9 @@ def install_store(store: Store, *, force: bool = False) -> dict[str, Any]:
     hooks_dir, result = _start(store, "installed", force, f"hooks not installed: {{shared}} (git whetstone hooks "
                                f"install {store.skill} --force writes there anyway; its shims do nothing outside "
                                f"a store)")
+    from . import merge
+    # The merge drivers live in this store's own config and .git/info/attributes, never shared.
+    result["merge_drivers"] = merge.install_drivers(store)
     if result["status"] == "refused":
         return result
     try:
@@ -154,6 +160,8 @@ def uninstall_store(store: Store, *, force: bool = False) -> dict[str, Any]:
     hooks_dir, result = _start(store, "uninstalled", force, f"hooks left in place: {{shared}} (git whetstone "
                                f"hooks uninstall {store.skill} --force removes whetstone's shims from it for "
                                f"every repository)")
+    from . import merge
+    result["merge_drivers"] = merge.uninstall_drivers(store)
     if result["status"] == "refused":
         return result
     try:
@@ -274,6 +282,12 @@ def pre_commit(repo: Path) -> int:
         print(error, file=sys.stderr)
     _say(f"commit refused: {len(errors)} problem{'s' if len(errors) != 1 else ''} in the learnings and "
          f"issues being committed; fix them and commit again")
+    hint = validation.conflict_hint(errors)
+    if hint:
+        _say(hint)
+    if gitbin.in_progress(repo) == "merge" and any("duplicate id" in e.message for e in errors):
+        _say(f"this commit concludes a merge: git whetstone sync {repo.name} concludes it instead, re-minting "
+             f"the ids both sides minted")
     return 1
 
 
@@ -286,6 +300,11 @@ def post_change(repo: Path, name: str) -> None:
         _say(f"{exc.message}; using the default configuration")
         config = Config()
     store = Store(config, repo.name, repo)
+    if name == "post-merge":  # a plain git merge or pull: first re-mint the ids both sides minted
+        from . import merge
+        with store.lock():
+            for notice in merge.settle_head(store):
+                _say(notice)
     committed = validation.commit_files(repo, "HEAD", inherit=True)
     if name == "post-commit":
         changed = validation.changed_paths(repo, "diff-tree", "-r", "--root", "--no-commit-id", "HEAD", inherit=True)
@@ -302,17 +321,22 @@ def post_change(repo: Path, name: str) -> None:
             print(f"  {error}", file=sys.stderr)
     with store.lock():
         store.keep_ids(validation.top_ids(committed))
-    notices = list(store.warnings)
-    # With no index yet, building one is the first read's job; and a hook never loads a model (the
-    # sentence-transformers backend takes seconds to start), so only the hashing and static backends
-    # (numpy and a table read in tens of milliseconds) refresh here.
-    if (repo / "index.sqlite").exists() and config.embedding_backend in ("hashing", "static"):
-        from . import index
-        from .embed import get_embedder
-        snap = index.snapshot(store, get_embedder(config.embedding_backend, config.embedding_model))
-        notices += [snap.notice] if snap.notice else []
+    notices = list(store.warnings) + refresh_index(store, config)
     for notice in notices:
         _say(notice)
+
+
+def refresh_index(store: Store, config: Config) -> list[str]:
+    """Bring the store's index up to date after a change git made, if it has one; any notice.
+    With no index yet, building one is the first read's job; and this never loads a model (the
+    sentence-transformers backend takes seconds to start), so only the hashing and static backends
+    (numpy and a table read in tens of milliseconds) refresh here."""
+    if not (store.path / "index.sqlite").exists() or config.embedding_backend not in ("hashing", "static"):
+        return []
+    from . import index
+    from .embed import get_embedder
+    snap = index.snapshot(store, get_embedder(config.embedding_backend, config.embedding_model))
+    return [snap.notice] if snap.notice else []
 
 
 def reindex(skill: str, *, config: Config | None = None) -> dict[str, Any]:

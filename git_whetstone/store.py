@@ -262,6 +262,11 @@ class Store:
     def write_and_commit(self, message: str, files: dict[Path, str | None]) -> None:
         """Write (or delete, for None) each file atomically, then commit them all as one change.
         If the commit fails (a hook said no), every file is put back as it was."""
+        pending = gitbin.in_progress(self.path)
+        if pending:  # a commit now would conclude the user's merge (or rebase …) under our message
+            raise WhetstoneError(f"{self.skill} is in the middle of a {pending} (a sync or a git command stopped on "
+                                 f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
+                                 f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
         before: dict[Path, bytes | None] = {}
         for path in files:
             try:

@@ -165,6 +165,15 @@ def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
     return changed_paths(repo, "diff", "--cached", "--diff-filter=d", inherit=inherit)
 
 
+CONFLICT_HINT = ("a merge left two versions of a block between <<<<<<< and >>>>>>>: keep the one you want, "
+                 "delete the marker lines, then git add and commit (or git whetstone sync again)")
+
+
+def conflict_hint(errors: Iterable[FormatError]) -> str | None:
+    """What to do about conflict markers among `errors`, if there are any."""
+    return CONFLICT_HINT if any(e.message == "unresolved merge conflict marker" for e in errors) else None
+
+
 # --- the command -------------------------------------------------------------------------------------
 
 def validate(skill: str, staged: bool = False, *, config: Config | None = None) -> dict[str, Any]:
@@ -175,6 +184,8 @@ def validate(skill: str, staged: bool = False, *, config: Config | None = None) 
     store.require()
     files = staged_files(store.path) if staged else worktree_files(store)
     errors = check(files)
+    hint = conflict_hint(errors)
     return {"skill": store.skill, "path": str(store.path), "staged": staged, "files": len(files),
             "valid": not errors,
-            "errors": [{"path": e.path, "line": e.line, "message": e.message, "text": str(e)} for e in errors]}
+            "errors": [{"path": e.path, "line": e.line, "message": e.message, "text": str(e)} for e in errors],
+            **({"hint": hint} if hint else {})}

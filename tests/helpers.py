@@ -48,3 +48,46 @@ def tree_state(path: Path) -> dict[str, bytes]:
     if (path / ".git").exists():
         out["@HEAD"] = git(path, "rev-parse", "HEAD", check=False).stdout.strip().encode()
     return out
+
+
+def bare(where: Path, name: str = "remote.git", *options: str) -> Path:
+    """An empty bare repository, made as the README says (`git init --bare -b main`)."""
+    path = where / name
+    subprocess.run(["git", "init", "-q", "--bare", *(options or ("-b", "main")), str(path)], check=True)
+    return path
+
+
+class Machine:
+    """One computer syncing stores: a store root of its own, the config that points at it, and the
+    library and the CLI run there."""
+
+    def __init__(self, root: Path, skill: str = "great-tables") -> None:
+        from git_whetstone import config
+
+        self.root, self.skill = root, skill
+        self.config = config.load(store_root=root)
+
+    @property
+    def path(self) -> Path:
+        return self.root / self.skill
+
+    def learn(self, body: str, scope: str, kind: str = "learning") -> dict:
+        from git_whetstone.capture import capture
+
+        result = capture(self.skill, kind, body, scope, "said so", config=self.config)
+        assert result["status"] in ("committed", "reinforced"), result
+        return result
+
+    def cli(self, *args: str, **kw) -> subprocess.CompletedProcess[str]:
+        return run_cli("--store-root", str(self.root), *args, **kw)
+
+    def entries(self) -> dict[str, tuple[str, int | None]]:
+        """rule → (id, recurrence) of every entry."""
+        from git_whetstone.browse import show
+
+        found = show(self.skill, config=self.config)
+        assert not found["warnings"], found["warnings"]
+        return {e["rule"]: (e["id"], e.get("recurrence")) for e in found["learnings"] + found["issues"]}
+
+    def head(self) -> str:
+        return git(self.path, "rev-parse", "HEAD").stdout.strip()

@@ -438,6 +438,19 @@ def test_conflict_markers_are_found_wherever_they_are():
     assert lines == {i + 1 for i, l in enumerate(all_lines) if l[:7] in ("<<<<<<<", "=======", ">>>>>>>")}
 
 
+def test_two_versions_of_a_block_between_conflict_markers_are_reported_as_the_markers_alone():
+    """What a merge leaves (one block, two versions) is one problem, the markers: not also a
+    duplicate id, nor text before the first block when the conflict opens the file."""
+    text = ("<<<<<<< ours\n" + learning("L1", "Red palette.") + "=======\n" + learning("L1", "Orange palette.")
+            + ">>>>>>> theirs\n\n" + learning("L2"))
+    errors = blocks.validate(text, "t.md", "learnings")
+    assert [(e.line, e.message) for e in errors] == [(1, "unresolved merge conflict marker"),
+                                                     (9, "unresolved merge conflict marker"),
+                                                     (17, "unresolved merge conflict marker")]
+    twice = learning("L1") + "\n" + learning("L1", "Another body.")  # outside markers it is a duplicate
+    assert [e.message for e in blocks.validate(twice, "t.md", "learnings")] == ["duplicate id L1 (also at line 1)"]
+
+
 def test_valid_things_that_look_risky_are_accepted():
     for body in ["Text\n\n---\n\nafter a thematic break", "* a star list is its own list", "1. ordered list",
                  "Text\n\n```sh\n# shell comment\n```", "<!-- a closed comment -->\nText",

@@ -304,6 +304,34 @@ def test_a_pull_through_the_post_merge_hook_warns_about_what_it_brought_in(store
     fsck(store, clone)
 
 
+def test_a_tool_write_during_a_half_done_merge_is_refused_and_changes_nothing(store_root: Path) -> None:
+    """A commit now would conclude the merge under a capture's message: capture says what to do
+    instead, and validate explains the markers."""
+    store = new_store()
+    path = scope_file(store)
+    git(store, "switch", "-q", "-c", "elsewhere")
+    path.write_text(path.read_text().replace("warm palette", "warm red palette"))
+    git(store, "commit", "-qam", "red")
+    git(store, "switch", "-q", "main")
+    path.write_text(path.read_text().replace("warm palette", "warm orange palette"))
+    git(store, "commit", "-qam", "orange")
+    assert git(store, "merge", "-q", "elsewhere", check=False).returncode == 1
+    before = tree_state(store)
+    proc = run_cli("capture", SKILL, "Bold the header row", "--scope", "headers")
+    assert proc.returncode == 1
+    assert proc.stderr.strip() == (f"git whetstone: {SKILL} is in the middle of a merge (a sync or a git command "
+                                   f"stopped on a conflict): finish it (resolve, git add, git commit) or undo it "
+                                   f"(git merge --abort) in {store}, then try again")
+    assert tree_state(store) == before and (store / ".git" / "MERGE_HEAD").exists()
+    proc = run_cli("validate", SKILL)
+    assert proc.returncode == 1 and "unresolved merge conflict marker" in proc.stdout
+    assert "hint: a merge left two versions of a block between <<<<<<< and >>>>>>>" in proc.stderr
+    assert rules()["L1"] == "Heat-map msrp with a warm orange palette"  # recall serves what is committed
+    git(store, "merge", "--abort")
+    assert capture(SKILL, "learning", "Bold the header row", "headers", "x")["status"] == "committed"
+    fsck(store)
+
+
 # --- hooks that were there first ---------------------------------------------------------------------
 
 def test_a_users_pre_commit_hook_keeps_running_before_whetstones(store_root: Path, tmp_path: Path) -> None:
