@@ -100,8 +100,15 @@ class Store:
         return (self.path / ".git").exists()
 
     def require(self) -> None:
+        if not self.exists and self._orphaned():
+            raise WhetstoneError(f"{self.path} holds learnings but has no .git, so it is not a store whetstone "
+                                 f"can use; restore its .git (or clone it again)", exit_code=RUNTIME)
         if not self.exists:
             raise WhetstoneError(f"no store for skill '{self.skill}' (create it with: git whetstone attach {self.skill})")
+
+    def _orphaned(self) -> bool:
+        """A store directory whose .git is gone: its markdown is there, its history is not."""
+        return any((self.path / folder).is_dir() for folder in KIND_FOLDER.values())
 
     def head(self) -> str | None:
         return gitbin.head(self.path)
@@ -125,6 +132,8 @@ class Store:
         into place, so no process ever removes a store another one made."""
         if self.exists:
             return False
+        if self._orphaned():
+            self.require()  # says what is wrong
         root = self.path.parent
         try:
             root.mkdir(parents=True, exist_ok=True)
@@ -150,8 +159,11 @@ class Store:
             return False
         if self.path.exists() and (not self.path.is_dir() or any(self.path.iterdir())):
             raise WhetstoneError(f"{self.path} exists and is not a whetstone store; move it away first")
+        # Whoever made a `.creating-<pid>` directory held this lock while it existed, so any left
+        # now belongs to a creator that was killed: clear them all.
+        for leftover in root.glob(f".{self.skill}.creating-*"):
+            _remove_tree(leftover)
         work = root / f".{self.skill}.creating-{os.getpid()}"
-        _remove_tree(work)  # a leftover of this very pid from a crash
         work.mkdir()
         try:
             gitbin.run(work, "init", "-q", "--initial-branch=main")
@@ -162,7 +174,13 @@ class Store:
             gitbin.commit(work, f"attach: create the store for {self.skill}", [".gitignore", "next_ids.json"])
             if self.path.exists():
                 self.path.rmdir()  # the empty directory someone made for it
-            os.rename(work, self.path)
+            try:
+                os.rename(work, self.path)
+            except OSError:
+                if not self.exists:
+                    raise
+                _remove_tree(work)  # another creator got there first (it did not wait for our lock)
+                return False
         except BaseException:
             _remove_tree(work)  # only ever our own private directory
             raise
@@ -291,7 +309,12 @@ class Store:
 @contextmanager
 def _flock(path: Path, timeout: float, skill: str) -> Iterator[None]:
     """An exclusive flock on `path`, waited for up to `timeout` seconds, then "store busy"."""
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    except OSError as exc:
+        why = " (the store is read-only)" if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else ""
+        raise WhetstoneError(f"cannot write to {skill}: cannot take its write lock {path}: "
+                             f"{exc.strerror or exc}{why}", exit_code=RUNTIME) from None
     try:
         deadline = time.monotonic() + timeout
         while True:
@@ -335,10 +358,11 @@ def list_skills(config: Config) -> list[str]:
     """Names of the stores under the store root, sorted."""
     root = Path(config.store_root).expanduser()
     try:
-        return sorted(p.name for p in root.iterdir() if (p / ".git").exists()
-                      and (p.name == GLOBAL or _NAME.fullmatch(p.name)))
+        found = [p for p in root.iterdir() if (p / ".git").exists() and (p.name == GLOBAL or _NAME.fullmatch(p.name))]
     except FileNotFoundError:
         return []
+    home = root.resolve()
+    return sorted(p.name for p in found if not p.is_symlink() or p.resolve().is_relative_to(home))
 
 
 def attach(skill: str, path: str | None = None, *, config: Config | None = None) -> dict:
