@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import sqlite3
 import string
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -230,6 +233,78 @@ def test_a_corrupt_git_directory_is_a_clear_error_or_repaired(store_root: Path, 
         assert_healthy(store)
     # reading never needs git to be whole
     assert [e["id"] for e in recall(SKILL, "row banding")["learnings"]] == ["L1"]
+
+
+def _as_nobody(root: Path, args: list[str]) -> subprocess.CompletedProcess[str]:
+    """The CLI as a user who may read the stores under `root` but not write them (root writes
+    everywhere, so a read-only store needs another user; anyone else gets the chmod alone)."""
+    env = dict(os.environ, HOME="/nonexistent", XDG_CONFIG_HOME="/nonexistent", WHETSTONE_STORE_ROOT=str(root),
+               GIT_CONFIG_COUNT="1", GIT_CONFIG_KEY_0="safe.directory", GIT_CONFIG_VALUE_0="*",
+               PYTHONDONTWRITEBYTECODE="1")
+    extra = {"user": 65534, "group": 65534, "extra_groups": []} if os.geteuid() == 0 else {}
+    return subprocess.run([sys.executable, "-m", "git_whetstone", *args], capture_output=True, text=True, env=env,
+                          cwd="/", timeout=120, **extra)
+
+
+def test_a_read_only_store(store_root: Path, autonomous, monkeypatch) -> None:
+    """Writes fail with one clear line and change nothing; recall still answers."""
+    import shutil
+    import tempfile
+    shared = Path(tempfile.mkdtemp(prefix="whetstone-ro-"))  # a place another user can reach
+    try:
+        monkeypatch.setenv("WHETSTONE_STORE_ROOT", str(shared))
+        capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
+        store = shared / SKILL
+        for path in [shared, *shared.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o555 if path.is_dir() else 0o444)
+        before = tree_state(store)
+        proc = _as_nobody(shared, ["capture", SKILL, "Right-align every numeric column.", "--scope", "alignment"])
+        assert proc.returncode == 1 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+        assert "read-only" in proc.stderr, proc.stderr
+        proc = _as_nobody(shared, ["--json", "recall", SKILL, "row banding"])
+        assert proc.returncode == 0, proc.stderr
+        assert [e["id"] for e in json.loads(proc.stdout)["learnings"]] == ["L1"]
+        assert tree_state(store) == before
+    finally:
+        for path in [shared, *shared.rglob("*")]:
+            if not path.is_symlink():
+                path.chmod(0o755 if path.is_dir() else 0o644)
+        shutil.rmtree(shared)
+
+
+def test_a_truncated_index_is_rebuilt_and_nothing_else_changes(store_root: Path, autonomous) -> None:
+    capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
+    store = store_root / SKILL
+    recall(SKILL, "row banding")
+    index_mod._CACHE.clear()
+    data = (store / "index.sqlite").read_bytes()
+    (store / "index.sqlite").write_bytes(data[:len(data) // 3])
+    before = tree_state(store)
+    result = recall(SKILL, "row banding")
+    assert [e["id"] for e in result["learnings"]] == ["L1"]
+    assert any("rebuilt" in w for w in result["warnings"])
+    assert tree_state(store) == before
+    index_mod._CACHE.clear()
+    assert recall(SKILL, "row banding")["warnings"] == []
+
+
+def test_an_index_from_a_future_schema_is_left_alone(store_root: Path, autonomous) -> None:
+    """A newer whetstone's index is its business: this one reads the markdown without it, says so,
+    and leaves the file as it is."""
+    capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
+    store = store_root / SKILL
+    recall(SKILL, "row banding")
+    index_mod._CACHE.clear()
+    db = sqlite3.connect(store / "index.sqlite")
+    db.execute(f"PRAGMA user_version={index_mod.SCHEMA + 7}")
+    db.close()
+    data = (store / "index.sqlite").read_bytes()
+    result = recall(SKILL, "row banding")
+    assert [e["id"] for e in result["learnings"]] == ["L1"]
+    assert any("newer" in w for w in result["warnings"]), result["warnings"]
+    assert capture(SKILL, "learning", "Right-align every numeric column.", "alignment")["status"] == "committed"
+    assert (store / "index.sqlite").read_bytes() == data
 
 
 def test_a_torn_last_line_in_events_does_not_swallow_the_next_event(store_root: Path, autonomous) -> None:
