@@ -300,17 +300,17 @@ def post_change(repo: Path, name: str) -> None:
              f"these files (or leaves their entries out) until they are fixed and committed:")
         for error in errors:
             print(f"  {error}", file=sys.stderr)
-    with store.lock():
+    notices: list[str] = []
+    with store.lock():  # like every write
         store.keep_ids(validation.top_ids(committed))
-    notices = list(store.warnings)
-    # With no index yet, building one is the first read's job; and a hook never loads a model (the
-    # sentence-transformers backend takes seconds to start), so only the hashing backend refreshes here.
-    if (repo / "index.sqlite").exists() and config.embedding_backend == "hashing":
-        from . import index
-        from .embed import get_embedder
-        snap = index.snapshot(store, get_embedder(config.embedding_backend, config.embedding_model))
-        notices += [snap.notice] if snap.notice else []
-    for notice in notices:
+        # With no index yet, building one is the first read's job; and a hook never loads a model (the
+        # sentence-transformers backend takes seconds to start), so only the hashing backend refreshes here.
+        if (repo / "index.sqlite").exists() and config.embedding_backend == "hashing":
+            from . import index
+            from .embed import get_embedder
+            snap = index.snapshot(store, get_embedder(config.embedding_backend, config.embedding_model))
+            notices += [snap.notice] if snap.notice else []
+    for notice in store.warnings + notices:
         _say(notice)
 
 

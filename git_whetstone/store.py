@@ -13,6 +13,7 @@ import hashlib
 import json
 import os
 import re
+import threading
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -79,6 +80,7 @@ class Store:
     skill: str
     path: Path
     warnings: list[str] = field(default_factory=list)
+    _lock_fd: int | None = field(default=None, repr=False)  # while this process holds the write lock
 
     @classmethod
     def open(cls, config: Config, skill: object) -> "Store":
@@ -190,11 +192,17 @@ class Store:
 
     @contextmanager
     def lock(self) -> Iterator[None]:
-        """Hold the store's cross-process write lock. flock dies with its process, so a killed
-        writer never leaves a stale lock; a live one makes others wait up to `lock_timeout`."""
+        """Hold the store's cross-process write lock, an flock on .git/whetstone.lock: it dies with
+        its process, so a killed writer never leaves a stale lock, and a live one makes others wait
+        up to `lock_timeout`, then fail with "store busy". The git commands a writer runs share its
+        lock, so a writer killed while git works holds the store until that git has finished."""
         self.require()
-        with _flock(self.path / ".git" / "whetstone.lock", self.config.lock_timeout, self.skill):
-            yield
+        with _flock(self.path / ".git" / "whetstone.lock", self.config.lock_timeout, self.skill) as fd:
+            self._lock_fd = fd
+            try:
+                yield
+            finally:
+                self._lock_fd = None
 
     # --- ids ------------------------------------------------------------------------------------
 
@@ -293,7 +301,7 @@ class Store:
                 else:
                     path.parent.mkdir(parents=True, exist_ok=True)
                     write_atomic(path, text)
-            gitbin.commit(self.path, message, [self.rel(p) for p in files])
+            self._commit(message, [self.rel(p) for p in files])
         except BaseException:
             for path, data in before.items():
                 if data is None:
@@ -302,13 +310,110 @@ class Store:
                     write_atomic(path, data)
             # unstage what `git add` staged, so git's index matches HEAD again
             gitbin.run(self.path, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
-                       input="\0".join(self.rel(p) for p in files), check=False)
+                       input="\0".join(self.rel(p) for p in files), check=False, hold=self._lock_fd)
             raise
+
+    def _commit(self, message: str, paths: list[str]) -> None:
+        """`gitbin.commit`, waiting (up to lock_timeout) while another git command holds one of
+        git's lock files (.git/index.lock, HEAD.lock, …), and taking over those a killed git left."""
+        deadline = time.monotonic() + self.config.lock_timeout
+        while True:
+            self._clear_stale_git_locks()
+            try:
+                gitbin.commit(self.path, message, paths, hold=self._lock_fd)
+                return
+            except WhetstoneError:
+                held = _git_locks(self.path)
+                if not held:
+                    raise
+                if time.monotonic() >= deadline:
+                    shown_lock = held[0].relative_to(self.path)
+                    raise WhetstoneError(
+                        f"store busy: another git command has held {self.skill}'s {shown_lock} for "
+                        f"{self.config.lock_timeout:g}s; try again (if no git command is running there, "
+                        f"remove {held[0]})", exit_code=RUNTIME) from None
+                time.sleep(0.05)
+
+    def _clear_stale_git_locks(self) -> None:
+        """Remove git's lock files (.git/index.lock, HEAD.lock, a branch's .lock, …) when the git
+        that made them is gone: killed before it could clean up, it leaves them behind and every
+        later git command refuses to run. Only done while this process holds the write lock, so
+        no whetstone git is running, and only when /proc shows no other git process working in
+        this repository (without /proc they are left alone)."""
+        if self._lock_fd is None:
+            return
+        held = _git_locks(self.path)
+        if not held:
+            return
+        seen = {}
+        for lock in held:
+            try:
+                st = lock.stat()
+                seen[lock] = (st.st_ino, st.st_mtime_ns)
+            except FileNotFoundError:
+                pass
+        if not seen or _git_running_in(self.path) is not False:
+            return
+        removed = []
+        for lock, stamp in seen.items():
+            try:
+                st = lock.stat()
+                if (st.st_ino, st.st_mtime_ns) == stamp:
+                    lock.unlink()
+                    removed.append(lock.relative_to(self.path / ".git").as_posix())
+            except FileNotFoundError:
+                pass
+        if removed:
+            self.warnings.append(f"removed git lock files a killed git command had left behind: {', '.join(removed)}")
+            from . import events
+            events.append(self.path, "recover", action="removed_stale_git_locks", files=removed)
+
+_GIT_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock", "shallow.lock")
+
+
+def _git_locks(repo: Path) -> list[Path]:
+    """The lock files git has in `repo` right now: its index, HEAD, refs and config."""
+    gitdir = repo / ".git"
+    found = [gitdir / name for name in _GIT_LOCKS if (gitdir / name).exists()]
+    for folder, _, names in os.walk(gitdir / "refs"):
+        found += [Path(folder) / name for name in names if name.endswith(".lock")]
+    return found
+
+
+def _git_running_in(repo: Path) -> bool | None:
+    """Whether a git process works in `repo` (its current directory is inside it), from /proc;
+    None when that cannot be known (no /proc). A git process whose directory cannot be read (another
+    user's) counts as running there."""
+    proc = Path("/proc")
+    if not (proc / "self" / "cwd").exists():
+        return None
+    target = os.path.realpath(repo)
+    for entry in os.scandir(proc):
+        if not entry.name.isdigit():
+            continue
+        try:
+            comm = (proc / entry.name / "comm").read_text().strip()
+        except OSError:
+            continue
+        if comm != "git" and not comm.startswith("git-"):
+            continue
+        try:
+            cwd = os.readlink(proc / entry.name / "cwd")
+        except FileNotFoundError:
+            continue
+        except OSError:
+            return True
+        if cwd == target or cwd.startswith(target + os.sep):
+            return True
+    return False
 
 
 @contextmanager
-def _flock(path: Path, timeout: float, skill: str) -> Iterator[None]:
-    """An exclusive flock on `path`, waited for up to `timeout` seconds, then "store busy"."""
+def _flock(path: Path, timeout: float, skill: str, *, wait: bool = True) -> Iterator[int]:
+    """An exclusive flock on `path`, waited for up to `timeout` seconds, then "store busy"; yields
+    the locked file descriptor. Waiting happens in the kernel's queue (in a helper thread, which
+    can be abandoned at the timeout), so the lock passes to a waiter as soon as it is released
+    instead of to whoever polls first."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
     except OSError as exc:
@@ -316,21 +421,49 @@ def _flock(path: Path, timeout: float, skill: str) -> Iterator[None]:
         raise WhetstoneError(f"cannot write to {skill}: cannot take its write lock {path}: "
                              f"{exc.strerror or exc}{why}", exit_code=RUNTIME) from None
     try:
-        deadline = time.monotonic() + timeout
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except OSError as exc:
-                if exc.errno not in (errno.EAGAIN, errno.EACCES):
-                    raise
-                if time.monotonic() >= deadline:
-                    raise WhetstoneError(f"store busy: another whetstone process has held {skill} for "
-                                         f"{timeout:g}s; try again", exit_code=RUNTIME) from None
-                time.sleep(0.01)
-        yield
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait or not _wait_for_flock(fd, timeout):
+                raise WhetstoneError(f"store busy: another whetstone process has held {skill} for "
+                                     f"{timeout:g}s; try again", exit_code=RUNTIME) from None
+        yield fd
     finally:
         os.close(fd)
+
+
+def _wait_for_flock(fd: int, timeout: float) -> bool:
+    """Block on the lock in a helper thread for up to `timeout` seconds. The thread locks a
+    duplicate of `fd` (the same open file, so the lock is `fd`'s); if it gets the lock only after
+    the caller gave up, it lets go of it at once."""
+    twin = os.dup(fd)
+    state = {"given_up": False, "done": False, "got": False}
+    guard = threading.Lock()
+    finished = threading.Event()
+
+    def block() -> None:
+        try:
+            fcntl.flock(twin, fcntl.LOCK_EX)
+            got = True
+        except OSError:
+            got = False
+        with guard:
+            if state["given_up"]:  # too late: let go, and close the twin nobody else will
+                if got:
+                    fcntl.flock(twin, fcntl.LOCK_UN)
+                os.close(twin)
+            else:
+                state.update(done=True, got=got)
+        finished.set()
+
+    threading.Thread(target=block, name="whetstone-lock-wait", daemon=True).start()
+    finished.wait(timeout)
+    with guard:
+        if state["done"]:
+            os.close(twin)  # `fd` keeps the lock
+            return state["got"]
+        state["given_up"] = True
+    return False
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
