@@ -300,8 +300,10 @@ def post_change(repo: Path, name: str) -> None:
              f"these files (or leaves their entries out) until they are fixed and committed:")
         for error in errors:
             print(f"  {error}", file=sys.stderr)
+    # Under the write lock, like every write; but a write another process left half done is left
+    # for the next write to finish: this runs inside the person's git command.
     notices: list[str] = []
-    with store.lock():  # like every write
+    with store.lock(recover=False):
         store.keep_ids(validation.top_ids(committed))
         # With no index yet, building one is the first read's job; and a hook never loads a model (the
         # sentence-transformers backend takes seconds to start), so only the hashing backend refreshes here.

@@ -102,6 +102,8 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
     stores = [(origin, st) for origin, st in stores if st.exists]
     if not stores:
         return result
+    for _, st in stores:
+        st.recover_if_interrupted()  # a write a killed writer left half done
     embedder = get_embedder(config.embedding_backend, config.embedding_model)
     snaps = [(origin, index_mod.snapshot(st, embedder)) for origin, st in stores]
     for (origin, st), (_, snap) in zip(stores, snaps):

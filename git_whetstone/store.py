@@ -1,7 +1,8 @@
 """A skill's store (SPEC §3): one git repository of scope files under the store root.
 
 The store owns the files: skill names, the layout, id minting from `next_ids.json`, the
-cross-process write lock, atomic writes and one git commit per change. It knows nothing about
+cross-process write lock, atomic writes, one git commit per change, and the journal that lets the
+next writer finish (or undo) a change whose writer was killed half way. It knows nothing about
 embeddings or retrieval.
 """
 from __future__ import annotations
@@ -191,18 +192,38 @@ class Store:
     # --- locking --------------------------------------------------------------------------------
 
     @contextmanager
-    def lock(self) -> Iterator[None]:
-        """Hold the store's cross-process write lock, an flock on .git/whetstone.lock: it dies with
-        its process, so a killed writer never leaves a stale lock, and a live one makes others wait
-        up to `lock_timeout`, then fail with "store busy". The git commands a writer runs share its
-        lock, so a writer killed while git works holds the store until that git has finished."""
+    def lock(self, recover: bool = True) -> Iterator[None]:
+        """Hold the store's cross-process write lock, then finish or undo a write that a killed
+        writer left behind (`recover`; the hooks, which run inside a person's git command, skip it).
+
+        The lock is an flock on .git/whetstone.lock: it dies with its process, so a killed writer
+        never leaves a stale lock, and a live one makes others wait up to `lock_timeout`, then
+        fail with "store busy". The git commands a writer runs share its lock, so a writer killed
+        while git works holds the store until that git has finished."""
         self.require()
         with _flock(self.path / ".git" / "whetstone.lock", self.config.lock_timeout, self.skill) as fd:
             self._lock_fd = fd
             try:
+                if recover:
+                    self.recover()
                 yield
             finally:
                 self._lock_fd = None
+
+    def recover_if_interrupted(self) -> None:
+        """For readers: if a killed writer left a write half done and nobody holds the store,
+        finish or undo it now (one stat when there is nothing to do; never waits)."""
+        if not (self.path / ".git" / JOURNAL).exists():
+            return
+        try:
+            with _flock(self.path / ".git" / "whetstone.lock", 0, self.skill, wait=False) as fd:
+                self._lock_fd = fd
+                try:
+                    self.recover()
+                finally:
+                    self._lock_fd = None
+        except WhetstoneError:
+            pass  # a writer holds it (and will recover), or the store is read-only
 
     # --- ids ------------------------------------------------------------------------------------
 
@@ -285,33 +306,37 @@ class Store:
             path = path.with_name(path.stem + "x.md")
         return path
 
-    def write_and_commit(self, message: str, files: dict[Path, str | None]) -> None:
+    def write_and_commit(self, message: str, files: dict[Path, str | bytes | None]) -> None:
         """Write (or delete, for None) each file atomically, then commit them all as one change.
-        If the commit fails (a hook said no), every file is put back as it was."""
+        If the commit fails (a hook said no), every file is put back as it was.
+
+        Before the first file changes, the whole change (each file before and after, and the
+        commit message) is written to .git/whetstone-journal.json, so a writer killed at any point
+        leaves enough for the next one to finish the change or undo it (`recover`)."""
         before: dict[Path, bytes | None] = {}
         for path in files:
             try:
                 before[path] = path.read_bytes()
             except FileNotFoundError:
                 before[path] = None
+        after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
+        journal = self.path / ".git" / JOURNAL
+        write_atomic(journal, json.dumps({
+            "pid": os.getpid(), "message": message,
+            "files": [{"path": self.rel(p), "before": _pack(before[p]), "after": _pack(after[p])} for p in files]}))
         try:
-            for path, text in files.items():
-                if text is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    path.parent.mkdir(parents=True, exist_ok=True)
-                    write_atomic(path, text)
+            for path in _write_order(before, after):
+                _put(path, after[path])
             self._commit(message, [self.rel(p) for p in files])
         except BaseException:
-            for path, data in before.items():
-                if data is None:
-                    path.unlink(missing_ok=True)
-                else:
-                    write_atomic(path, data)
+            for path in _write_order(after, before):
+                _put(path, before[path])
             # unstage what `git add` staged, so git's index matches HEAD again
             gitbin.run(self.path, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
                        input="\0".join(self.rel(p) for p in files), check=False, hold=self._lock_fd)
+            journal.unlink(missing_ok=True)
             raise
+        journal.unlink(missing_ok=True)
 
     def _commit(self, message: str, paths: list[str]) -> None:
         """`gitbin.commit`, waiting (up to lock_timeout) while another git command holds one of
@@ -328,7 +353,7 @@ class Store:
                     raise
                 if time.monotonic() >= deadline:
                     shown_lock = held[0].relative_to(self.path)
-                    raise WhetstoneError(
+                    raise Busy(
                         f"store busy: another git command has held {self.skill}'s {shown_lock} for "
                         f"{self.config.lock_timeout:g}s; try again (if no git command is running there, "
                         f"remove {held[0]})", exit_code=RUNTIME) from None
@@ -367,6 +392,157 @@ class Store:
             self.warnings.append(f"removed git lock files a killed git command had left behind: {', '.join(removed)}")
             from . import events
             events.append(self.path, "recover", action="removed_stale_git_locks", files=removed)
+
+    # --- recovery -------------------------------------------------------------------------------
+
+    def recover(self) -> str | None:
+        """Finish or undo the write a killed writer left in .git/whetstone-journal.json (call with
+        the write lock held). Every file of that change must be as it was before or as the change
+        wanted it: then the change is completed and committed with its own message, or, if git
+        now refuses the commit (a hook), every file is put back. Files someone changed since are
+        left as found. Each outcome is one "recover" event and a warning; returns the action."""
+        journal = self.path / ".git" / JOURNAL
+        try:
+            raw = journal.read_bytes()
+        except FileNotFoundError:
+            return None
+        from . import events
+        try:
+            data = json.loads(raw)
+            message = data["message"]
+            changes = {self.path / item["path"]: (_unpack(item["before"]), _unpack(item["after"]))
+                       for item in data["files"]}
+            if not isinstance(message, str) or any(not self._inside(p) for p in changes):
+                raise ValueError("not a journal whetstone wrote")
+        except (ValueError, KeyError, TypeError, AttributeError):
+            journal.unlink(missing_ok=True)
+            self.warnings.append("dropped an unreadable .git/whetstone-journal.json")
+            events.append(self.path, "recover", action="dropped_journal")
+            return "dropped_journal"
+        _remove_leftovers(self.path)
+        self._clear_stale_git_locks()
+        subject = message.split("\n", 1)[0]
+        rels = [self.rel(p) for p in changes]
+        current = {p: _read_or_none(p) for p in changes}
+        reason = None
+        if any(current[p] not in pair for p, pair in changes.items()):
+            action = "left_as_found"
+            reason = "its files were changed since"
+        else:
+            for path in _write_order(current, {p: after for p, (_, after) in changes.items()}):
+                _put(path, changes[path][1])
+            # (if git cannot even say, the journal stays for the next write to try again)
+            if not self._differs_from_head(rels):
+                action = "found_committed"  # the writer was killed after its commit
+            else:
+                action = "committed"
+            try:
+                if action == "committed":
+                    self._commit(f"{message.rstrip()}\n\n(completed by whetstone after the writer was "
+                                 f"interrupted)\n", rels)
+            except Busy:
+                raise  # git is busy, not refusing: the journal stays for the next write
+            except WhetstoneError as exc:  # not in HEAD, and git refuses it now: undo it
+                restore = {p: before for p, (before, _) in changes.items()}
+                for path in _write_order({p: after for p, (_, after) in changes.items()}, restore):
+                    _put(path, restore[path])
+                gitbin.run(self.path, "reset", "-q", "--pathspec-from-file=-", "--pathspec-file-nul",
+                           input="\0".join(rels), check=False, hold=self._lock_fd)
+                action, reason = "rolled_back", exc.message
+        journal.unlink(missing_ok=True)
+        said = {"committed": "completed and committed", "found_committed": "found it already committed",
+                "rolled_back": "rolled it back", "left_as_found": "left its files as found"}[action]
+        self.warnings.append(f"an interrupted write ('{subject}') was found: {said}"
+                             + (f" ({reason})" if reason else ""))
+        events.append(self.path, "recover", action=action, message=subject, files=rels,
+                      **({"reason": reason} if reason else {}))
+        return action
+
+    def _inside(self, path: Path) -> bool:
+        """Whether a path a journal names is a file of the store's work tree (never in .git, never outside)."""
+        if not path.is_relative_to(self.path):
+            return False
+        parts = Path(os.path.normpath(path.relative_to(self.path))).parts
+        return bool(parts) and parts[0] not in ("..", ".git")
+
+    def _differs_from_head(self, rels: list[str]) -> bool:
+        """Whether any of `rels` differs between the work tree (or git's index) and HEAD."""
+        for i in range(0, len(rels), 500):
+            out = gitbin.run(self.path, "status", "--porcelain", "-z", "--untracked-files=all", "--",
+                             *(f":(literal){rel}" for rel in rels[i:i + 500]), hold=self._lock_fd).stdout
+            if out.strip("\0"):
+                return True
+        return False
+
+
+class Busy(WhetstoneError):
+    """Another git command held the repository past lock_timeout."""
+
+
+JOURNAL = "whetstone-journal.json"
+_IDS = re.compile(rb"^## ([LI][1-9]\d*) \xc2\xb7", re.M)
+
+
+def _pack(data: bytes | None) -> str | dict | None:
+    if data is None:
+        return None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        import base64
+        return {"base64": base64.b64encode(data).decode("ascii")}
+
+
+def _unpack(value: str | dict | None) -> bytes | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        return value.encode("utf-8")
+    import base64
+    return base64.b64decode(value["base64"], validate=True)
+
+
+def _read_or_none(path: Path) -> bytes | None:
+    try:
+        return path.read_bytes()
+    except FileNotFoundError:
+        return None
+
+
+def _put(path: Path, data: bytes | None) -> None:
+    if data is None:
+        path.unlink(missing_ok=True)
+    else:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomic(path, data)
+
+
+def _write_order(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -> list[Path]:
+    """The paths to change from `old` to `new`, in an order that never shows one id in two files:
+    files that gain no id first (removals, edits, a block's old home), then those that gain one,
+    then next_ids.json. Killed half way, a change then hides an entry (until recovery) rather than
+    showing it twice."""
+    def gains(path: Path) -> bool:
+        return bool(set(_IDS.findall(new[path] or b"")) - set(_IDS.findall(old[path] or b"")))
+    return sorted(new, key=lambda p: (p.name == "next_ids.json", gains(p)))
+
+
+_TEMP = re.compile(r"\..+\.\d+\.tmp")  # write_atomic's temporary names
+
+
+def _remove_leftovers(store: Path) -> None:
+    """Temporary files (`.<name>.<pid>.tmp`) a killed writer left beside the files only writers
+    holding the write lock write (scope files, next_ids.json, whetstone's files in .git): the
+    caller holds that lock, so none of them is in use."""
+    wanted = {store: ".next_ids.json.", store / "learnings": ".", store / "issues": ".", store / ".git": ".whetstone"}
+    for folder, prefix in wanted.items():
+        try:
+            for item in folder.iterdir():
+                if item.name.startswith(prefix) and _TEMP.fullmatch(item.name) and item.is_file():
+                    item.unlink(missing_ok=True)
+        except OSError:
+            pass
+
 
 _GIT_LOCKS = ("index.lock", "HEAD.lock", "ORIG_HEAD.lock", "packed-refs.lock", "config.lock", "shallow.lock")
 
