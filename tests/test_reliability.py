@@ -418,7 +418,7 @@ def test_kill_minus_nine_during_captures_in_a_loop(store_root: Path, autonomous,
     assert zygote.reap(zygote.fork("capture", skill=SKILL, polarity="learning", body=rules[0], scope="layout")) == 0
     span = time.monotonic() - started
     kept = set(markdown_entries(store))
-    trials, valid = 50, 0
+    trials, valid, outcomes = 50, 0, {}
     for trial in range(trials):
         pid = zygote.fork("capture", session=True, skill=SKILL, polarity="learning", body=rules[trial + 1],
                           scope=rng.choice(["layout", "colour", "fonts"]))
@@ -429,6 +429,9 @@ def test_kill_minus_nine_during_captures_in_a_loop(store_root: Path, autonomous,
             pass  # it had already finished
         zygote.reap(pid)
         wait_for_writers(store)  # a git it started may still be finishing
+        landed = "mid-write" if (store / ".git" / "whetstone-journal.json").exists() else \
+            "after" if rules[trial + 1] in git(store, "log", "-1", "--format=%b").stdout else "before"
+        outcomes[landed] = outcomes.get(landed, 0) + 1
         assert validate(SKILL)["valid"], (trial, validate(SKILL)["errors"])
         fsck = git(store, "fsck", "--strict", "--no-dangling", check=False)
         assert fsck.returncode == 0, (trial, fsck.stderr)
@@ -442,8 +445,8 @@ def test_kill_minus_nine_during_captures_in_a_loop(store_root: Path, autonomous,
     assert kept <= set(entries) and valid == trials
     added = ids_added_in_history(store)
     assert len(added) == len(set(added)) == len(entries)
-    print(f"kill -9 loop: {trials} trials, {valid} valid, {len(entries) - 2} interrupted captures kept, "
-          f"{len(recovery_events(store))} recoveries")
+    print(f"kill -9 loop: {trials} trials, {valid} valid; killed {outcomes}; {len(entries) - 2} killed captures "
+          f"kept; {len(recovery_events(store))} recover events")
 
 
 def test_a_half_created_store_left_by_a_killed_attach_is_cleaned_up(store_root: Path) -> None:
