@@ -19,7 +19,7 @@ from . import blocks, events
 from . import index as index_mod
 from .config import Config, load
 from .embed import get_embedder
-from .errors import RUNTIME, WhetstoneError, shown
+from .errors import RUNTIME, WhetstoneError, shown, unicode_text
 from .judge import Verdict, contradiction, judge
 from .store import GLOBAL, GLOBAL_PREFIX, Store, scope_key, today
 
@@ -40,7 +40,7 @@ def clean_body(body: object) -> str:
     """A rule body as it will be written: trimmed, single blank lines between paragraphs."""
     if not isinstance(body, str):
         raise WhetstoneError(f"body must be text, got {shown(body)}")
-    text = unicodedata.normalize("NFC", body.replace("\r\n", "\n").replace("\r", "\n"))
+    text = unicodedata.normalize("NFC", unicode_text(body, "body").replace("\r\n", "\n").replace("\r", "\n"))
     if _CONTROL.search(text.replace("\t", " ")):
         raise WhetstoneError("body contains control characters (NUL or similar); send plain text")
     lines = [line.rstrip() for line in text.strip().split("\n")]
@@ -64,7 +64,7 @@ def clean_body(body: object) -> str:
 def clean_scope(scope: object) -> str:
     if not isinstance(scope, str) or not " ".join(scope.split()):
         raise WhetstoneError("scope is empty: give a short phrase for when the rule applies")
-    text = " ".join(unicodedata.normalize("NFC", scope).split())
+    text = " ".join(unicodedata.normalize("NFC", unicode_text(scope, "scope")).split())
     if _CONTROL.search(text):
         raise WhetstoneError("scope contains control characters")
     if len(text) > MAX_SCOPE:
@@ -77,14 +77,14 @@ def clean_provenance(provenance: object) -> str:
         return ""
     if not isinstance(provenance, str):
         raise WhetstoneError(f"provenance must be text, got {shown(provenance)}")
-    text = " ".join(_CONTROL.sub(" ", provenance).split())
+    text = " ".join(_CONTROL.sub(" ", unicode_text(provenance, "provenance")).split())
     return text if len(text) <= MAX_PROVENANCE else text[: MAX_PROVENANCE - 1] + "…"
 
 
 def clean_run_id(run_id: object) -> str | None:
     if run_id is None or run_id == "":
         return None
-    if not isinstance(run_id, str) or len(run_id) > 100 or _CONTROL.search(run_id):
+    if not isinstance(run_id, str) or len(run_id) > 100 or _CONTROL.search(run_id) or not run_id.isprintable():
         raise WhetstoneError(f"run_id must be the short text recall returned, got {shown(run_id)}")
     return run_id
 

@@ -23,3 +23,14 @@ def shown(value: object, limit: int = 40) -> str:
     """repr() of a user-supplied value, cut so a 10 kB name cannot flood an error line."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def unicode_text(text: str, what: str) -> str:
+    """`text`, if it can be written as UTF-8. A lone surrogate (a JSON string can carry one) cannot,
+    and is bad input rather than a crash half way through a write."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise WhetstoneError(f"{what} is not valid Unicode text (a lone surrogate at character {exc.start + 1})") \
+            from None
+    return text

@@ -30,18 +30,23 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 
 
 def run(repo: Path, *args: str, check: bool = True, input: str | None = None,
-        env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    """Run `git -C repo args…`; a failure with `check` becomes a WhetstoneError with git's words."""
+        env: dict[str, str] | None = None, hold: int | None = None) -> subprocess.CompletedProcess[str]:
+    """Run `git -C repo args…`; a failure with `check` becomes a WhetstoneError with git's words.
+    `hold` is the store's write-lock descriptor: git inherits it, so if this process is killed
+    the lock stays held until git has finished, and no other writer starts in the middle."""
     import subprocess  # here, not at the top: recall never runs git and need not import it
     try:
         # git and its hooks never read our stdin: in the MCP server that is the protocol pipe
         proc = subprocess.run(["git", "-C", str(repo), *args], input=input, capture_output=True, text=True,
-                              env=_env(env), check=False, stdin=None if input is not None else subprocess.DEVNULL)
+                              env=_env(env), check=False, stdin=None if input is not None else subprocess.DEVNULL,
+                              pass_fds=(hold,) if hold is not None else ())
     except FileNotFoundError:
         raise WhetstoneError("git is not installed or not on PATH", exit_code=RUNTIME) from None
     if check and proc.returncode != 0:
         said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
-        reason = said[-1] if said else f"exit {proc.returncode}"
+        # git's own "fatal:" line says what went wrong; the lines after it are advice
+        fatal = [line for line in said if line.startswith("fatal: ")]
+        reason = fatal[0] if fatal else said[-1] if said else f"exit {proc.returncode}"
         verb = next((a for i, a in enumerate(args) if not a.startswith("-") and (i == 0 or args[i - 1] != "-c")),
                     args[0])
         raise WhetstoneError(f"git {verb} failed in {repo}: {reason}", exit_code=RUNTIME)
@@ -72,15 +77,22 @@ def _identity_fallback(repo: str) -> tuple[tuple[str, str], ...]:
     return tuple(extra)
 
 
-def commit(repo: Path, message: str, paths: list[str]) -> None:
-    """Stage exactly `paths` (additions, changes and deletions) and commit them as one change.
+def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) -> None:
+    """Stage exactly `paths` (additions, changes and deletions) and commit them as one change
+    (`hold`: the write lock's descriptor, see `run`).
 
     When the user has nothing else staged, a plain commit is enough; otherwise the commit names the
     paths (git's slower --only mode), so a half-staged hand edit never rides along.
     """
     mixed = _staged_elsewhere(repo, paths)
     listed = "\0".join(paths)  # paths go through stdin: a compaction may touch thousands of files
-    run(repo, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input=listed)
+    present = [p for p in paths if os.path.lexists(repo / p)]
+    gone = [p for p in paths if p not in present]
+    if present:
+        run(repo, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input="\0".join(present), hold=hold)
+    if gone:  # (`add -A` refuses a path that neither the work tree nor git's index has any more)
+        run(repo, "rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul",
+            input="\0".join(gone), hold=hold)
     # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
     # see WHETSTONE_WRITING. Automatic maintenance is checked by `maybe_gc` instead of on every commit.
     env = dict(_identity_fallback(str(repo)))
@@ -90,7 +102,7 @@ def commit(repo: Path, message: str, paths: list[str]) -> None:
     try:
         run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-F", str(note),
             *(["--pathspec-from-file=-", "--pathspec-file-nul"] if mixed else []),
-            input=listed if mixed else None, env=env)
+            input=listed if mixed else None, env=env, hold=hold)
     finally:
         note.unlink(missing_ok=True)
     _CLEAN_INDEX[str(repo)] = _index_stamp(repo)

@@ -302,7 +302,7 @@ def post_change(repo: Path, name: str) -> None:
     store = Store(config, repo.name, repo)
     if name == "post-merge":  # a plain git merge or pull: first re-mint the ids both sides minted
         from . import merge
-        with store.lock():
+        with store.lock(recover=False):
             for notice in merge.settle_head(store):
                 _say(notice)
     committed = validation.commit_files(repo, "HEAD", inherit=True)
@@ -319,10 +319,13 @@ def post_change(repo: Path, name: str) -> None:
              f"these files (or leaves their entries out) until they are fixed and committed:")
         for error in errors:
             print(f"  {error}", file=sys.stderr)
-    with store.lock():
+    # Under the write lock, like every write; but a write another process left half done is left
+    # for the next write to finish: this runs inside the person's git command.
+    notices: list[str] = []
+    with store.lock(recover=False):
         store.keep_ids(validation.top_ids(committed))
-    notices = list(store.warnings) + refresh_index(store, config)
-    for notice in notices:
+        notices += refresh_index(store, config)
+    for notice in store.warnings + notices:
         _say(notice)
 
 

@@ -8,7 +8,9 @@ that have no vector yet. Staleness is found by the index itself on every read, f
 stamps and HEAD, never by trusting hooks.
 
 A long-lived process (the MCP server) keeps the last snapshot in memory and pays only the stamp
-check when nothing changed.
+check when nothing changed. The file is a cache shared by every process (WAL mode): nobody waits on
+it longer than one short save, and a process that cannot write it (busy, a read-only store, a
+newer whetstone's schema) keeps its result in memory and leaves the file as it is.
 """
 from __future__ import annotations
 
@@ -352,16 +354,29 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
             return cached
     try:
         snap = _refresh(store, embedder, stamps, cached)
-    except sqlite3.OperationalError as exc:  # busy past the timeout, read-only, disk trouble: not corrupt
-        from .errors import RUNTIME, WhetstoneError
-        raise WhetstoneError(f"index.sqlite in {store.path} cannot be updated: {exc}", exit_code=RUNTIME) from None
-    except sqlite3.DatabaseError as exc:  # corrupt, truncated or from another schema: rebuild it
+    except (Unusable, sqlite3.OperationalError) as exc:  # read-only, busy, or a newer whetstone's: not ours to
+        _CACHE.pop(key, None)                              # delete; read the markdown without it this time
+        snap = _refresh(store, embedder, stamps, None, _memory())
+        if isinstance(exc, Unusable):
+            snap.notice = str(exc)
+    except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
         _discard(store)
         _CACHE.pop(key, None)
         snap = _refresh(store, embedder, stamps, None)
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     _CACHE[key] = snap
     return snap
+
+
+class Unusable(Exception):
+    """index.sqlite cannot be used by this process (and must not be deleted): the reason, for a warning."""
+
+
+def _memory() -> sqlite3.Connection:
+    """An empty index in memory, for a process that cannot use the file."""
+    db = sqlite3.connect(":memory:", isolation_level=None)
+    db.executescript(_DDL)
+    return db
 
 
 def forget(store: Store) -> None:
@@ -373,26 +388,55 @@ def forget(store: Store) -> None:
 
 def _discard(store: Store) -> None:
     for suffix in ("", "-wal", "-shm", "-journal"):
-        (store.path / f"index.sqlite{suffix}").unlink(missing_ok=True)
+        try:
+            (store.path / f"index.sqlite{suffix}").unlink(missing_ok=True)
+        except OSError:
+            pass  # read-only: the rebuild then happens in memory
 
 
 def _connect(store: Store) -> sqlite3.Connection:
-    db = sqlite3.connect(store.path / "index.sqlite", timeout=30, isolation_level=None)
-    version = db.execute("PRAGMA user_version").fetchone()[0]
+    """The index, opened (created when missing). Raises `Unusable` when this process cannot write
+    it (a read-only store) or it belongs to a newer whetstone, sqlite3.DatabaseError when corrupt."""
+    try:
+        db = sqlite3.connect(store.path / "index.sqlite", timeout=5, isolation_level=None)
+        version = db.execute("PRAGMA user_version").fetchone()[0]
+    except sqlite3.OperationalError as exc:  # cannot open or create the file: a read-only store
+        raise Unusable(f"index.sqlite cannot be opened ({exc}); recall reads the markdown without it") from None
+    if version > SCHEMA:
+        db.close()
+        raise Unusable(f"index.sqlite was written by a newer whetstone (schema {version}, this one reads {SCHEMA}); "
+                       f"it is left as it is and recall reads the markdown without it (git whetstone reindex "
+                       f"rebuilds it for this version)")
     if version not in (0, SCHEMA):
         db.close()
         raise sqlite3.DatabaseError(f"schema {version} is not {SCHEMA}")
-    if version == 0:
-        db.execute("PRAGMA journal_mode=WAL")
-        db.executescript(_DDL)
-        db.execute(f"PRAGMA user_version={SCHEMA}")
-    db.execute("PRAGMA synchronous=NORMAL")
+    try:
+        if version == 0:
+            db.execute("PRAGMA journal_mode=WAL")
+            db.executescript(_DDL)
+            db.execute(f"PRAGMA user_version={SCHEMA}")
+        db.execute("PRAGMA synchronous=NORMAL")
+    except sqlite3.OperationalError as exc:
+        db.close()
+        if "locked" in str(exc) or "busy" in str(exc):
+            raise  # another process is creating it: see _refresh
+        raise Unusable(f"index.sqlite cannot be written ({exc}); recall reads the markdown without it") from None
     return db
 
 
-def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None) -> Snapshot:
-    """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`."""
-    db = _connect(store)
+def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
+             db: sqlite3.Connection | None = None) -> Snapshot:
+    """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`.
+
+    The work (reading files, embedding) happens outside any write transaction; what changed is
+    then saved in one short transaction. Readers never wait for the index: if another process is
+    saving (or the file cannot be written), this one keeps its result in memory and skips the save,
+    which the next call makes up for."""
+    if db is None:
+        try:
+            db = _connect(store)
+        except sqlite3.OperationalError:  # busy being created by another process: do without it this once
+            db = _memory()
     try:
         if cached is None:
             known = _load_files(db, embedder, stamps, store)
@@ -410,15 +454,15 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
             return snap
-        db.execute("BEGIN IMMEDIATE")
         for path in removed:
             snap.remove_file(path)
-            db.execute("DELETE FROM files WHERE path=?", (path,))
+        added: list[tuple[str, FileRows]] = []
+        new_vectors: dict[str, np.ndarray] = {}
         if changed:
             parsed = {path: read_file(store, path) for path in changed}
             texts = [e.body for entries, _ in parsed.values() for e in entries]
             texts += [e.scope for entries, _ in parsed.values() for e in entries]
-            vectors = _vectors(db, embedder, texts)
+            vectors, new_vectors = _vectors(db, embedder, texts)
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
             added = [(path, _file_rows(stamps[path], entries, warning, vectors, embedder.dim))
@@ -427,23 +471,41 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 if rows.warning:
                     _claim_from_disk(store, path, rows)
             snap.add_files(added)
-            for path, rows in added:
-                _save_file(db, path, rows, embedder)
+            for _, rows in added:
                 touched |= {s[:2] for s in rows.scopes}
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             files, snap = snap.files, Snapshot(embedder.dim, snap.count + 64, len(snap.scopes) + 16)
             snap.add_files([(path, files[path]) for path in sorted(files)])
         snap.stamps = stamps
-        _save_scopes(db, snap, embedder, touched)
-        db.execute("COMMIT")
+        _save(db, embedder, snap, removed, added, new_vectors, touched)
         return snap
     except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
         _CACHE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
         raise
     finally:
         db.close()
+
+
+def _save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: list[str],
+          added: list[tuple[str, FileRows]], new_vectors: dict[str, np.ndarray], touched: set[tuple[str, str]]) -> None:
+    """Write what one refresh learned, in one transaction; skipped when another process holds the
+    index for writing past a short wait, or the file cannot be written."""
+    try:
+        db.execute("PRAGMA busy_timeout=1000")
+        db.execute("BEGIN IMMEDIATE")
+    except sqlite3.OperationalError:
+        return
+    try:
+        db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
+        db.executemany("INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
+                       [(embedder.identity, h, vec.tobytes()) for h, vec in new_vectors.items()])
+        for path, rows in added:
+            _save_file(db, path, rows, embedder)
+        _save_scopes(db, snap, embedder, touched)
+        db.execute("COMMIT")
+    except sqlite3.OperationalError:  # read-only after all, or the disk is full: the index is only a cache
+        if db.in_transaction:
+            db.execute("ROLLBACK")
 
 
 def _file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: dict[str, np.ndarray],
@@ -542,8 +604,10 @@ def _entries(parsed: list, rel: str) -> list[Entry]:
                   b.get("first_seen"), b.get("last_seen"), tuple(b.provenance)) for b in parsed]
 
 
-def _vectors(db: sqlite3.Connection, embedder: Embedder, texts: list[str]) -> dict[str, np.ndarray]:
-    """Vectors for `texts` by hash: from the index where present, embedded (and stored) otherwise."""
+def _vectors(db: sqlite3.Connection, embedder: Embedder,
+             texts: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """Vectors for `texts` by hash, from the index where present and embedded otherwise; and the
+    newly embedded ones, for the caller to store."""
     wanted = {text_hash(t): t for t in texts}
     found: dict[str, np.ndarray] = {}
     hashes = list(wanted)
@@ -554,12 +618,12 @@ def _vectors(db: sqlite3.Connection, embedder: Embedder, texts: list[str]) -> di
                                  (embedder.identity, *chunk)):
             found[h] = np.frombuffer(vec, np.float32)
     missing = [h for h in hashes if h not in found]
+    new: dict[str, np.ndarray] = {}
     if missing:
         matrix = _embed([wanted[h] for h in missing], embedder)
-        db.executemany("INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
-                       [(embedder.identity, h, matrix[i].tobytes()) for i, h in enumerate(missing)])
-        found.update(zip(missing, matrix))
-    return found
+        new = dict(zip(missing, matrix))
+        found.update(new)
+    return found, new
 
 
 PROGRESS_OVER = 300  # texts to embed before a terminal gets a progress bar

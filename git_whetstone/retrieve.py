@@ -25,7 +25,7 @@ from . import events
 from . import index as index_mod
 from .config import Config, load
 from .embed import content_words, get_embedder
-from .errors import WhetstoneError, shown
+from .errors import WhetstoneError, shown, unicode_text
 from .judge import contradiction
 from .store import GLOBAL, GLOBAL_PREFIX, Store, today
 
@@ -90,6 +90,7 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
         raise WhetstoneError("intent is empty: describe the task and its dimensions")
     if len(intent) > MAX_INTENT:
         raise WhetstoneError(f"intent is too long ({len(intent)} characters; at most {MAX_INTENT})")
+    unicode_text(intent, "intent")
     k = check_k(config.learnings_k if learnings_k is None else learnings_k)
     store = Store.open(config, skill)
     day = today()
@@ -101,13 +102,19 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
     stores = [("skill", store)]
     if config.consult_global and store.skill != GLOBAL:
         stores.append(("global", Store.open(config, GLOBAL)))
+    if not store.exists and any((store.path / folder).is_dir() for folder in ("learnings", "issues")):
+        result["warnings"].append(f"{store.path} holds learnings but has no .git, so it is not a store "
+                                  f"whetstone can use; restore its .git (or clone it again)")
     stores = [(origin, st) for origin, st in stores if st.exists]
     if not stores:
         return result
+    for _, st in stores:
+        st.recover_if_interrupted()  # a write a killed writer left half done
     embedder = get_embedder(config.embedding_backend, config.embedding_model)
     snaps = [(origin, index_mod.snapshot(st, embedder)) for origin, st in stores]
-    for origin, snap in snaps:
-        result["warnings"] += [w if origin == "skill" else f"{GLOBAL}: {w}" for w in snap.warnings]
+    for (origin, st), (_, snap) in zip(stores, snaps):
+        said = st.warnings + snap.warnings
+        result["warnings"] += [w if origin == "skill" else f"{GLOBAL}: {w}" for w in said]
     live = [(origin, snap) for origin, snap in snaps if snap.count]
     if live:
         queries = embedder.embed(clauses(intent))
