@@ -58,10 +58,22 @@ def compact(skill: str, *, dry_run: bool = False, config: Config | None = None) 
 
 # --- the structural pass --------------------------------------------------------------------------
 
+def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tuple[int, int]]:
+    """Every pair (a < b) of rows whose cosine reaches `bar`, a block of rows at a time (the full
+    matrix of 10,000 scopes would be 400 MB)."""
+    pairs: list[tuple[int, int]] = []
+    for start in range(0, len(vectors), block):
+        sims = vectors[start:start + block] @ vectors[start:].T
+        for a, b in np.argwhere(sims >= bar).tolist():
+            if start + a < start + b:
+                pairs.append((start + a, start + b))
+    return pairs
+
+
 def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why."""
     day = today()
-    alive = [i for i in range(snap.size) if snap.alive[i]]
+    alive = np.flatnonzero(snap.alive).tolist()
     entries = {i: snap.entries[i] for i in alive}
     changes: list[str] = []
     scope_of: dict[int, str] = {i: e.scope for i, e in entries.items()}  # the scope each entry ends in
@@ -76,18 +88,18 @@ def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
         numbers = [n for n in sorted(members) if snap.scopes[n][0] == kind]
         if not numbers:
             continue
-        sims = snap.phrases[numbers] @ snap.phrases[numbers].T
         groups = Groups(len(numbers))
-        for a, b in np.argwhere(np.triu(sims >= config.threshold("scope_merge"), 1)):
-            groups.union(int(a), int(b))
+        for a, b in _close_pairs(snap.phrases[numbers], config.threshold("scope_merge")):
+            groups.union(a, b)
         words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
         for at, n in enumerate(numbers):
             stems = frozenset(content_words(snap.scopes[n][2]))
             if stems in words:
                 groups.union(words[stems], at)
             words.setdefault(stems, at)
-        clusters = groups.groups() + [[i] for i in range(len(numbers))
-                                      if all(i not in g for g in groups.groups())]
+        grouped = groups.groups()
+        in_group = {i for g in grouped for i in g}
+        clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
         for group in clusters:
             rows = sorted((i for g in group for i in members[numbers[g]]), key=lambda i: snap.id_key[i])
             # the scope with the most entries wins, written as most of its entries write it
@@ -117,11 +129,11 @@ def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
         rows.sort(key=lambda i: snap.id_key[i])
         sims = snap.vectors[rows] @ snap.vectors[rows].T
         groups = Groups(len(rows))
-        for a in range(len(rows)):
-            for b in range(a + 1, len(rows)):
-                verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config)
-                if verdict.relation == "duplicate":
-                    groups.union(a, b)
+        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+        for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)).tolist():
+            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config)
+            if verdict.relation == "duplicate":
+                groups.union(a, b)
         for group in groups.groups():
             keeper, merged = entries[rows[group[0]]], [entries[rows[g]] for g in group[1:]]
             update = updates.setdefault(keeper.id, {})
