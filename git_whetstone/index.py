@@ -78,7 +78,7 @@ class FileRows:
 
     def __init__(self, stamp: str, scopes: list[tuple[str, str, str]], sums: np.ndarray, phrases: np.ndarray,
                  columns: np.ndarray, top: dict[str, int], warning: str | None = None, *,
-                 entries: list[Entry] | None = None, raw: str | None = None,
+                 entries: list[Entry] | None = None, raw: bytes | None = None,
                  vectors: np.ndarray | None = None) -> None:
         self.stamp, self.scopes, self.sums, self.phrases = stamp, scopes, sums, phrases
         self.columns = columns                  # (4, entries) int64
@@ -106,9 +106,11 @@ class FileRows:
                 _PARSED.popitem(last=False)[1].unparse()
         return self._entries
 
-    def text(self) -> str:
+    def text(self) -> bytes:
+        """The entries as UTF-8 JSON (bytes: a str holding one non-ASCII character, such as the
+        dash of every provenance line, takes two bytes a character)."""
         if self.raw is None:
-            self.raw = json.dumps([list(e) for e in self._entries], ensure_ascii=False)
+            self.raw = json.dumps([list(e) for e in self._entries], ensure_ascii=False).encode("utf-8")
         return self.raw
 
     def unparse(self) -> None:
@@ -224,6 +226,8 @@ class Snapshot:
         self.notice: str | None = None                  # said once, by the call that saw it
         self.dead = 0
         self.watch = None                               # a long-lived process's change feed (watch.py)
+        self.db: sqlite3.Connection | None = None       # and its open index.sqlite
+        self.db_inode = 0
         self._top: dict[str, int] | None = None
 
     # --- views ----------------------------------------------------------------------------------
@@ -394,6 +398,7 @@ class Snapshot:
                 rows.vectors = self.vectors[self.rows[path]]
             snap.add_files(chunk)
         snap.stamps, snap.watch, snap.notice = self.stamps, self.watch, self.notice
+        snap.db, snap.db_inode, self.db = self.db, self.db_inode, None
         return snap
 
     def _settle(self, touched: list[int]) -> None:
@@ -513,8 +518,8 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
         from .errors import RUNTIME, WhetstoneError
         raise WhetstoneError(f"index.sqlite in {store.path} cannot be updated: {exc}", exit_code=RUNTIME) from None
     except sqlite3.DatabaseError as exc:  # corrupt, truncated or from another schema: rebuild it
+        _close(_CACHE.pop(key, None))
         _discard(store)
-        _CACHE.pop(key, None)
         snap = _refresh(store, embedder, stamps, None, None)
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     _CACHE[key] = snap
@@ -524,8 +529,14 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
 def forget(store: Store) -> None:
     """Drop the in-memory snapshot and the index file (`reindex`, or a detected corruption)."""
     for key in [k for k in _CACHE if k[0] == str(store.path)]:
-        del _CACHE[key]
+        _close(_CACHE.pop(key))
     _discard(store)
+
+
+def _close(snap: Snapshot | None) -> None:
+    if snap is not None and snap.db is not None:
+        snap.db.close()
+        snap.db = None
 
 
 def _discard(store: Store) -> None:
@@ -534,12 +545,12 @@ def _discard(store: Store) -> None:
 
 
 def _connect(store: Store) -> sqlite3.Connection:
-    db = sqlite3.connect(store.path / "index.sqlite", timeout=30, isolation_level=None)
+    db = sqlite3.connect(store.path / "index.sqlite", timeout=30, isolation_level=None, check_same_thread=False)
     version = db.execute("PRAGMA user_version").fetchone()[0]
     if 0 < version < SCHEMA:  # written by an earlier whetstone: derived data, rebuilt without a word
         db.close()
         _discard(store)
-        db = sqlite3.connect(store.path / "index.sqlite", timeout=30, isolation_level=None)
+        db = sqlite3.connect(store.path / "index.sqlite", timeout=30, isolation_level=None, check_same_thread=False)
         version = 0
     if version not in (0, SCHEMA):
         db.close()
@@ -556,7 +567,11 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
              hint: set[str] | None) -> Snapshot:
     """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`; `hint`,
     when given, holds every path whose stamp may differ from the snapshot's."""
-    db = _connect(store)
+    # A process that refreshes a snapshot a second time is long-lived (the server): it keeps its
+    # connection, since closing the last one checkpoints the WAL (12 ms after each write).
+    keep = cached is not None
+    db = _reuse(store, cached) if keep else None
+    db = db or _connect(store)
     try:
         if cached is None:
             snap = _load(db, embedder, stamps, store)
@@ -577,6 +592,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
+            _hold(store, snap, db, keep)
             return snap
         db.execute("BEGIN IMMEDIATE")
         for path in removed:
@@ -605,14 +621,37 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         snap.stamps = stamps
         _save_scopes(db, snap, embedder, touched)
         db.execute("COMMIT")
+        _hold(store, snap, db, keep)
         return snap
     except BaseException:
         if db.in_transaction:
             db.execute("ROLLBACK")
         _CACHE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
-        raise
-    finally:
+        if cached is not None:
+            cached.db = None
         db.close()
+        raise
+
+
+def _reuse(store: Store, snap: Snapshot) -> sqlite3.Connection | None:
+    """The snapshot's open connection, if it still is to the store's index.sqlite (a `reindex` in
+    another process replaces the file)."""
+    if snap.db is not None:
+        try:
+            if os.stat(store.path / "index.sqlite").st_ino == snap.db_inode:
+                return snap.db
+        except OSError:
+            pass
+        _close(snap)
+    return None
+
+
+def _hold(store: Store, snap: Snapshot, db: sqlite3.Connection, keep: bool) -> None:
+    if not keep:
+        db.close()
+    elif snap.db is not db:
+        snap.db = db
+        snap.db_inode = os.stat(store.path / "index.sqlite").st_ino
 
 
 def _file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: dict[str, np.ndarray],
