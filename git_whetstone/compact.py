@@ -13,6 +13,7 @@ never resolved. It is printed and written to the git-ignored compact-report.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -175,13 +176,40 @@ def _apply(store: Store, snap: index_mod.Snapshot, plan: dict[str, Any]) -> dict
             texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
         return texts[rel]
 
+    # rel -> (the text its blocks were read from, its blocks by id): a file is parsed once, not once
+    # per entry changed in it (quadratic at 100,000 entries); an edit inside the file shifts the
+    # blocks after it, anything else (an append, removing the last block) reads the file again.
+    known: dict[str, tuple[str, dict[str, blocks.Block]]] = {}
+
     def find(rel: str, entry_id: str) -> blocks.Block:
-        parsed = blocks.parse(text_of(rel), rel)
-        found = [b for b in parsed.blocks if b.id == entry_id]
-        if parsed.errors or not found:
-            from .errors import RUNTIME, WhetstoneError
-            raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
-        return found[0]
+        text = text_of(rel)
+        cached = known.get(rel)
+        if cached is None or cached[0] is not text or entry_id not in cached[1]:
+            parsed = blocks.parse(text, rel)
+            by_id: dict[str, blocks.Block] = {}
+            for b in parsed.blocks:
+                by_id.setdefault(b.id, b)
+            if parsed.errors or entry_id not in by_id:
+                from .errors import RUNTIME, WhetstoneError
+                raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
+            cached = known[rel] = (text, by_id)
+        return cached[1][entry_id]
+
+    def edited(rel: str, block: blocks.Block, new_text: str, removed: bool) -> None:
+        old = texts[rel]
+        texts[rel] = new_text
+        cached = known.pop(rel, None)
+        if cached is None or cached[0] is not old or (removed and (block.end >= len(old) or not new_text)):
+            return
+        delta, lines = len(new_text) - len(old), new_text.count("\n") - old.count("\n")
+        by_id = {}
+        for bid, b in cached[1].items():
+            if b.start >= block.end:
+                b = dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines)
+            elif b.start >= block.start:
+                continue  # the block edited (or removed): never looked up again
+            by_id[bid] = b
+        known[rel] = (new_text, by_id)
 
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
     for i in range(snap.size):
@@ -193,7 +221,8 @@ def _apply(store: Store, snap: index_mod.Snapshot, plan: dict[str, Any]) -> dict
             target.setdefault((e.kind, scope_key(scope)), e.path)
     for entry_id, why in plan["removed"].items():
         e = snap.entries[snap.by_id[entry_id]]
-        texts[e.path] = blocks.remove(text_of(e.path), find(e.path, entry_id))
+        block = find(e.path, entry_id)
+        edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
     for entry_id, update in plan["updates"].items():
         e = snap.entries[snap.by_id[entry_id]]
         block = find(e.path, entry_id)
@@ -204,9 +233,9 @@ def _apply(store: Store, snap: index_mod.Snapshot, plan: dict[str, Any]) -> dict
         new = blocks.update_fields(block, fields, update.get("provenance"))
         home = target.setdefault((e.kind, scope_key(scope)), e.path)
         if home == e.path:
-            texts[e.path] = blocks.replace(text_of(e.path), block, new)
+            edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
         else:
-            texts[e.path] = blocks.remove(text_of(e.path), block)
+            edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
             texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
     return {rel: (text if text.strip() else None) for rel, text in texts.items()}
 
