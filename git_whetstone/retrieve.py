@@ -279,11 +279,11 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
         return found
     vecs = np.stack([layers[li].snap.vectors[row] for li, row in refs])
     sims = vecs @ vecs.T
+    bodies = [layers[li].snap.entries[row].body for li, row in refs]
     for i, (la, ra) in enumerate(refs):
         for j in range(i + 1, len(refs)):
             lb, rb = refs[j]
-            reason = contradiction(layers[la].snap.entries[ra].body, layers[lb].snap.entries[rb].body,
-                                   float(sims[i, j]), config)
+            reason = contradiction(bodies[i], bodies[j], float(sims[i, j]), config)
             if reason:
                 found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
     return found
