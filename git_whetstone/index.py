@@ -312,7 +312,8 @@ class Snapshot:
         rows = self.files.pop(path, None)
         if rows is None:
             return
-        self._top = None
+        if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
+            self._top = None  # it may have held the highest id: count again when asked
         numbers = self.rows.pop(path)
         self._alive[numbers] = False
         self.dead += len(numbers)
@@ -336,7 +337,8 @@ class Snapshot:
         Each file's `vectors` are copied into the snapshot's matrix and let go."""
         total = sum(rows.n for _, rows in items)
         self._grow_rows(self.size + total)
-        self._top = None
+        if self._top is not None:
+            self._top = {p: max([self._top[p], *(rows.top[p] for _, rows in items)]) for p in self._top}
         start = self.size
         touched: list[int] = []
         columns: dict[str, list] = {"learning": [], "columns": [], "scope_of": []}
