@@ -1,18 +1,25 @@
-"""Whetstone benchmark: synthetic stores of N entries, timed recall / capture / CLI, one table.
+"""Whetstone benchmark: synthetic stores of N entries, every operation timed beside its floor, one table.
 
-    python bench/run.py                      # sizes 1000,10000, default repeats
-    python bench/run.py --sizes 1000 --repeat 30 --json bench.json
-    python bench/run.py --profile            # also print cProfile tops for capture and recall
+    python bench/run.py                      # 1,000, 10,000 and 100,000 entries (about ten minutes)
+    python bench/run.py --sizes 1000         # a quick run
+    python bench/run.py --sizes 10000 --repeat 30 --json bench.json
+    python bench/run.py --profile            # also print cProfile tops for recall, capture and compact
     python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
 
-Each store is a real skill store: created by `store.attach`, then filled by writing scope files
-directly (10 entries per scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread
-over the past year) and committed once with git. Nothing here calls private library code except
-`index._CACHE.clear()`, used to simulate a fresh process.
+Each store is a real skill store: created by `store.attach`, then every scope file (10 entries per
+scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread over the past year)
+added in one commit by `git fast-import` and checked out. The generated commit is cached (see
+--cache), keyed by this file, the size and the seed. Nothing here calls private library code
+except `index._CACHE` (cleared to simulate a fresh process, read to time the floor dot) and
+`gitbin.commit` (the git floor).
 
-Grows with issue 9: sizes are free (100000 works), every figure is a `Measure` in a dict keyed by
-name, and targets are a table keyed by (figure, size), so new operations and targets are one entry
-each. `--json` writes every figure (with raw runs) for comparing runs over time.
+Figures: index build from scratch, recall (in-process median and p95, after a write, from disk,
+one CLI process), capture (new, reinforced), revise, compact (dry run, applied, again), export,
+the MCP server's first and warm recall and peak RSS, MCP spawn-to-initialize. Floors, measured in
+the same run: embedding every text once, one numpy dot over all vectors, git add + commit of one
+file, `python -c "import numpy"`, the idle server's RSS, `import mcp.server.mcpserver`. The table
+gives each figure, its ratio to its floor, the targets (a table keyed by figure and size) and the
+log-log slope of every figure between neighbouring sizes. `--json` writes every run.
 """
 from __future__ import annotations
 
