@@ -623,7 +623,8 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     # 6. export a preference pack
     say("   export")
     target = root.parent / f"{skill}.tar.gz"
-    runs = [clock(lambda: packs.export(skill, str(target), config=cfg))[0] for _ in range(min(few, args.cold_repeat + 1))]
+    runs = [clock(lambda: packs.export(skill, str(target), config=cfg))[0]
+            for _ in range(min(few, args.cold_repeat + 1))]
     figures["export"] = Measure(runs, f"{target.stat().st_size / 2**20:.1f} MiB pack")
     target.unlink()
 
@@ -820,7 +821,8 @@ def table(sizes: list[int], results: dict[int, dict[str, Measure]], builds: dict
                              "target": 4, "source": "issue 9", "pass": ok})
     lines.append("-" * len(head))
     for part in ("total", "generate", "fast_import", "checkout"):
-        lines.append(f"{'store build: ' + part:<50}" + "".join(f"{fmt_ms(builds[s][part] * 1000):>{CELL}}" for s in sizes))
+        lines.append(f"{'store build: ' + part:<50}"
+                     + "".join(f"{fmt_ms(builds[s][part] * 1000):>{CELL}}" for s in sizes))
     lines.append(f"{'store build: content from':<50}" + "".join(f"{builds[s]['source']:>{CELL}}" for s in sizes))
     lines.append("-" * len(head))
     for name, label in (("help", "python -m git_whetstone --help"), ("numpy", 'floor: python -c "import numpy"'),
@@ -852,7 +854,8 @@ def main(argv: list[str] | None = None) -> int:
                              "--sizes 1000 for a quick run)")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per figure (default 20)")
     parser.add_argument("--cold-repeat", type=int, default=2,
-                        help="runs of the index build from scratch, and at most this many of the slow figures (default 2)")
+                        help="runs of the index build from scratch, and at most this many of the slow "
+                             "figures (default 2)")
     parser.add_argument("--cache", default=str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
                                                / "whetstone-bench"),
                         help="where generated stores are kept between runs (default ~/.cache/whetstone-bench)")
