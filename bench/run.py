@@ -1,19 +1,26 @@
-"""Whetstone benchmark: synthetic stores of N entries, timed recall / capture / CLI, one table.
+"""Whetstone benchmark: synthetic stores of N entries, every operation timed beside its floor, one table.
 
-    python bench/run.py                      # sizes 1000,10000, default repeats
-    python bench/run.py --sizes 1000 --repeat 30 --json bench.json
-    python bench/run.py --profile            # also print cProfile tops for capture and recall
+    python bench/run.py                      # 1,000, 10,000 and 100,000 entries (about ten minutes)
+    python bench/run.py --sizes 1000         # a quick run
+    python bench/run.py --sizes 10000 --repeat 30 --json bench.json
+    python bench/run.py --profile            # also print cProfile tops for recall, capture and compact
     python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
     python bench/run.py --backend static --sizes 1000,10000            # the distilled table's
 
-Each store is a real skill store: created by `store.attach`, then filled by writing scope files
-directly (10 entries per scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread
-over the past year) and committed once with git. Nothing here calls private library code except
-`index._CACHE.clear()`, used to simulate a fresh process.
+Each store is a real skill store: created by `store.attach`, then every scope file (10 entries per
+scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread over the past year)
+added in one commit by `git fast-import` and checked out. The generated commit is cached (see
+--cache), keyed by this file, the size and the seed. Nothing here calls private library code
+except `index._CACHE` (cleared to simulate a fresh process, read to time the floor dot) and
+`gitbin.commit` (the git floor).
 
-Grows with issue 9: sizes are free (100000 works), every figure is a `Measure` in a dict keyed by
-name, and targets are a table keyed by (figure, size), so new operations and targets are one entry
-each. `--json` writes every figure (with raw runs) for comparing runs over time.
+Figures: index build from scratch, recall (in-process median and p95, after a write, from disk,
+one CLI process), capture (new, reinforced), revise, compact (dry run, applied, again), export,
+the MCP server's first and warm recall and peak RSS, MCP spawn-to-initialize. Floors, measured in
+the same run: embedding every text once, one numpy dot over all vectors, git add + commit of one
+file, `python -c "import numpy"`, the idle server's RSS, `import mcp.server.mcpserver`. The table
+gives each figure, its ratio to its floor, the targets (a table keyed by figure and size) and the
+log-log slope of every figure between neighbouring sizes. `--json` writes every run.
 """
 from __future__ import annotations
 
@@ -21,8 +28,11 @@ import argparse
 import cProfile
 import datetime as dt
 import gc
+import gzip
+import hashlib
 import io
 import json
+import math
 import os
 import platform
 import pstats
@@ -50,13 +60,15 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "whetstone bench", "GIT_AUTHOR_EMAIL": "bench
 
 # (figure, size) -> (limit ms, where the target comes from). Sizes not run are simply not shown.
 TARGETS: dict[tuple[str, int], tuple[float, str]] = {
+    ("recall_cli", 1_000): (250, "issue 2"),
     ("capture_committed", 10_000): (50, "issue 2"),
     ("recall_inproc", 10_000): (25, "issue 2"),
-    ("recall_cli", 1_000): (250, "issue 2"),
     ("recall_cli", 10_000): (300, "issue 9"),
     ("capture_committed", 100_000): (100, "issue 9"),
     ("recall_inproc", 100_000): (60, "issue 9"),
     ("recall_cold", 100_000): (90_000, "issue 9"),
+    ("server_rss", 100_000): (400, "issue 9"),
+    ("compact", 100_000): (60_000, "issue 9"),
 }
 
 # --- synthetic content ---------------------------------------------------------------------------
@@ -270,15 +282,64 @@ class Built:
     issues: list[tuple[str, str, str]]
     scopes: list[Scope]
     seconds: dict[str, float]
+    source: str = "generated"
 
 
-def build_store(skill: str, size: int, rng: random.Random, cfg: Any) -> Built:
-    from git_whetstone import blocks, store
+def build_store(skill: str, size: int, seed: int, cfg: Any, cache: Path | None = None) -> Built:
+    """A real store of `size` entries: `store.attach`, then every scope file in one commit written
+    by `git fast-import` (one pack, no loose objects; a `git add` of 10,000 new files takes ten
+    times longer) and checked out. The generated commit is kept under `cache` keyed by everything
+    that shapes it (size, seed, this file), so a rerun skips generating it."""
+    from git_whetstone import store
 
     t0 = time.perf_counter()
     info = store.attach(skill, config=cfg)
     path = Path(info["path"])
     t_attach = time.perf_counter()
+    key = hashlib.sha256(Path(__file__).read_bytes() + f"{size}:{seed}".encode()).hexdigest()[:16]
+    cached = cache / f"store-{size}-{key}" if cache else None
+    if cached and (cached / "meta.json").exists():
+        meta = json.loads((cached / "meta.json").read_text(encoding="utf-8"))
+        stream = gzip.decompress((cached / "files.fi.gz").read_bytes())
+        learnings = [tuple(x) for x in meta["learnings"]]
+        issues = [tuple(x) for x in meta["issues"]]
+        scopes = [Scope(*x) for x in meta["scopes"]]
+        source = "cache"
+    else:
+        stream, learnings, issues, scopes = generate(size, random.Random(f"store:{seed}:{size}"))
+        if cached:
+            tmp = cached.with_name(cached.name + f".{os.getpid()}.tmp")
+            tmp.mkdir(parents=True, exist_ok=True)
+            (tmp / "files.fi.gz").write_bytes(gzip.compress(stream, 1))
+            (tmp / "meta.json").write_text(json.dumps({"learnings": learnings, "issues": issues,
+                                                       "scopes": [list(vars(s).values()) for s in scopes]}))
+            shutil.rmtree(cached, ignore_errors=True)
+            os.replace(tmp, cached)
+        source = "generated"
+    t_gen = time.perf_counter()
+
+    env = {**os.environ, **GIT_IDENTITY}
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], check=True, env=env,
+                          capture_output=True, text=True).stdout.strip()
+    message = f"bench: synthetic store of {size} entries\n".encode()
+    header = (b"commit refs/heads/main\n"
+              b"committer whetstone bench <bench@whetstone.invalid> 1782864000 +0000\n"
+              + f"data {len(message)}\n".encode() + message + f"from {head}\n".encode())
+    subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=header + stream + b"\n",
+                   check=True, env=env)
+    t_import = time.perf_counter()
+    # the work tree and git's index, as a clone's checkout would leave them
+    subprocess.run(["git", "-C", str(path), "reset", "-q", "--hard", "main"], check=True, env=env)
+    t_commit = time.perf_counter()
+    return Built(skill, path, learnings, issues, scopes, {
+        "attach": t_attach - t0, "generate": t_gen - t_attach, "fast_import": t_import - t_gen,
+        "checkout": t_commit - t_import, "total": t_commit - t0}, source)
+
+
+def generate(size: int, rng: random.Random) -> tuple[bytes, list, list, list[Scope]]:
+    """The store's files as a `git fast-import` file list (10 entries per scope, 10% issues, varied
+    English rules, recurrences 1-6, last_seen spread over the past year), checked to parse."""
+    from git_whetstone import blocks, store
 
     n_issues = round(size * ISSUE_SHARE)
     n_learn = size - n_issues
@@ -332,39 +393,27 @@ def build_store(skill: str, size: int, rng: random.Random, cfg: Any) -> Built:
 
     write("learning", scopes, n_learn, learnings)
     write("issue", issue_scopes, n_issues, issues)
-    t_gen = time.perf_counter()
-
-    for rel, text in files.items():
-        (path / rel).write_text(text, encoding="utf-8")
-    (path / "next_ids.json").write_text(
-        json.dumps({"learning": len(learnings) + 1, "issue": len(issues) + 1}) + "\n", encoding="utf-8")
-    t_write = time.perf_counter()
-
+    files["next_ids.json"] = json.dumps({"learning": len(learnings) + 1, "issue": len(issues) + 1}) + "\n"
     # Sanity: what we wrote parses cleanly (a broken generator would otherwise bench the fallback path).
     for rel in list(files)[:3] + [next(r for r in files if r.startswith("issues/"))]:
         problems = blocks.parse(files[rel], rel, rel.split("/")[0]).errors
         if problems:
             raise SystemExit(f"generated store is malformed: {problems[0]}")
-
-    env = {**os.environ, **GIT_IDENTITY}
-    subprocess.run(["git", "-C", str(path), "add", "-A"], check=True, env=env)
-    # --no-verify: the synthetic files were just checked above; a validate hook over every file would
-    # bench the hook, not the store.
-    subprocess.run(["git", "-C", str(path), "commit", "-q", "--no-verify", "-m",
-                    f"bench: synthetic store of {size} entries"], check=True, env=env)
-    t_commit = time.perf_counter()
-    return Built(skill, path, learnings, issues, scopes, {
-        "attach": t_attach - t0, "generate": t_gen - t_attach, "write": t_write - t_gen,
-        "git_commit": t_commit - t_write, "total": t_commit - t0})
+    out = io.BytesIO()
+    for rel in sorted(files):
+        data = files[rel].encode("utf-8")
+        out.write(f"M 100644 inline {rel}\ndata {len(data)}\n".encode() + data + b"\n")
+    return out.getvalue(), learnings, issues, scopes
 
 
 # --- measuring -----------------------------------------------------------------------------------
 
 @dataclass
 class Measure:
-    runs: list[float]                       # milliseconds
+    runs: list[float]                       # milliseconds (or `unit`)
     note: str = ""
     extra: dict[str, Any] = field(default_factory=dict)
+    unit: str = "ms"
 
     @property
     def median(self) -> float | None:
@@ -378,8 +427,8 @@ class Measure:
         return ordered[min(len(ordered) - 1, round(0.95 * (len(ordered) - 1)))]
 
     def as_json(self) -> dict[str, Any]:
-        return {"median_ms": self.median, "p95_ms": self.p95, "n": len(self.runs),
-                "runs_ms": [round(r, 3) for r in self.runs], "note": self.note, **self.extra}
+        return {"unit": self.unit, "median": self.median, "p95": self.p95, "n": len(self.runs),
+                "runs": [round(r, 3) for r in self.runs], "note": self.note, **self.extra}
 
 
 def clock(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -430,14 +479,19 @@ def intents(rng: random.Random, count: int) -> list[str]:
 def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argparse.Namespace,
                rng: random.Random) -> tuple[dict[str, Measure], dict[str, float], dict[str, str]]:
     from git_whetstone import capture as capture_mod
-    from git_whetstone import index, retrieve
+    from git_whetstone import compact as compact_mod
+    from git_whetstone import gitbin, index, packs, retrieve
+    from git_whetstone.embed import get_embedder
 
     skill = f"bench-{size}"
-    built = build_store(skill, size, rng, cfg)
+    built = build_store(skill, size, args.seed, cfg, None if args.no_cache else Path(args.cache))
     figures: dict[str, Measure] = {}
     profiles: dict[str, str] = {}
     n = args.repeat
+    few = max(3, n // 4) if size >= 50_000 else n  # runs of the figures that take seconds at 100k
     queries = intents(rng, max(n, 8))
+    embedder = get_embedder(cfg.embedding_backend)
+    say = args.say
 
     def drop_index() -> None:
         for p in built.path.glob("index.sqlite*"):
@@ -447,22 +501,31 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     def recall(intent: str) -> dict:
         return retrieve.recall(skill, intent, config=cfg)
 
-    # 3. first recall with no index.sqlite and nothing cached (a full build from the markdown)
+    # floor of a build: embedding every text once, in batches, nothing else
+    texts = [b for _, b, _ in built.learnings + built.issues] + sorted({s.phrase for s in built.scopes})
+    ms = clock(lambda: [embedder.embed(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])[0]
+    figures["floor_embed"] = Measure([ms], f"{len(texts):,} texts (bodies and scope phrases), batches of 2,048")
+
+    # 1. index build from scratch: the first recall with no index.sqlite and nothing cached
+    say("   index build from scratch")
     runs = []
     for i in range(args.cold_repeat):
         drop_index()
         gc.collect()
         runs.append(clock(lambda: recall(queries[i % len(queries)]))[0])
     figures["recall_cold"] = Measure(runs, "index.sqlite deleted, cache cleared")
+    db_size = sum(p.stat().st_size for p in built.path.glob("index.sqlite*"))
 
-    # extra: a new process's recall with the index warm on disk (what a CLI call pays, minus startup)
+    # a new process's recall with the index warm on disk (what a CLI call pays, minus startup)
     runs = []
-    for i in range(n):
+    for i in range(few):
         index._CACHE.clear()
+        gc.collect()
         runs.append(clock(lambda: recall(queries[i % len(queries)]))[0])
-    figures["recall_disk"] = Measure(runs, "in-process, cache cleared, index.sqlite warm")
+    figures["recall_disk"] = Measure(runs, f"in-process, cache cleared, index.sqlite warm ({db_size / 2**20:.0f} MiB)")
 
     # 2. recall in a long-lived process: one warm-up, then the same process again and again
+    say("   recall")
     recall(queries[0])
     gc.collect()
     runs, counts = [], Counter()
@@ -476,8 +539,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
 
     # floor: one brute-force dot of every vector against the intent's clause vectors
     snap = next(s for k, s in index._CACHE.items() if k[0] == str(built.path))
-    from git_whetstone.embed import get_embedder
-    qv = get_embedder(cfg.embedding_backend).embed(retrieve.clauses(queries[0]))
+    qv = embedder.embed(retrieve.clauses(queries[0]))
     figures["floor_dot"] = Measure([clock(lambda: (snap.vectors @ qv.T).max(axis=1))[0] for _ in range(n)],
                                    f"{snap.vectors.shape[0]}x{snap.vectors.shape[1]} @ {qv.shape[0]} queries")
 
@@ -485,15 +547,19 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
         profiles["recall_inproc"] = profile(lambda: [recall(q) for q in queries[:10]], 10)
 
         def from_disk() -> None:
-            for q in queries[:5]:
+            for q in queries[:3]:
                 index._CACHE.clear()
                 recall(q)
-        profiles["recall_disk"] = profile(from_disk, 5)
+        profiles["recall_disk"] = profile(from_disk, 3)
 
-    # 4. one `git whetstone recall` process, index warm on disk
-    figures["recall_cli"] = wall([sys.executable, "-m", "git_whetstone", "recall", skill, queries[1]], env, n)
+    # 3. one `git whetstone recall` process, index warm on disk
+    say("   CLI")
+    figures["recall_cli"] = wall([sys.executable, "-m", "git_whetstone", "recall", skill, queries[1]], env,
+                                 max(5, n // 2) if size < 50_000 else few)
 
-    # 1. capture: novel rules (should commit) into existing scopes, then existing rules again
+    # 4. capture: novel rules (should commit) into existing scopes, then existing rules again
+    say("   capture")
+
     def novel() -> str:
         return fill(rng, rng.choice(NOVEL), "")
 
@@ -525,7 +591,18 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     mix = ", ".join(f"{k} {v}" for k, v in statuses.most_common())
     figures["capture_reinforce"] = Measure(runs, f"status mix: {mix}", {"statuses": dict(statuses)})
 
-    # extra: the first recall after a write (the long-lived process re-syncs one changed file)
+    # floor of a write: the same `git add` + `git commit` of one changed file in learnings/ (so git
+    # rewrites that folder's tree, as for a capture), nothing else; a dot file no read looks at
+    note = built.path / "learnings" / ".bench-floor"
+
+    def git_only(i: int) -> None:
+        note.write_text(f"{i}\n")
+        gitbin.commit(built.path, f"bench: floor {i}", ["learnings/.bench-floor"])
+    runs = [clock(lambda: git_only(i))[0] for i in range(n)]
+    figures["floor_git"] = Measure(runs, f"git add + git commit of one small file in learnings/ "
+                                         f"({len(built.scopes):,} scope files)")
+
+    # the first recall after a write (the long-lived process re-syncs one changed file)
     runs = []
     for i in range(n):
         capture(novel(), rng.choice(built.scopes).phrase)
@@ -536,7 +613,89 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
         scopes = [rng.choice(built.scopes).phrase for _ in range(10)]
         profiles["capture_new"] = profile(lambda: [capture(novel(), s) for s in scopes], 10)
 
-    return figures, built.seconds, profiles
+    # 5. revise: reinforce an entry by id (no confirmation needed), as an agent does after recall
+    runs, statuses = [], Counter()
+    for entry_id, _, _ in rng.sample(built.learnings, n):
+        ms, out = clock(lambda: capture_mod.revise(skill, entry_id, "reinforce", config=cfg))
+        statuses[out["status"]] += 1
+        runs.append(ms)
+    figures["revise"] = Measure(runs, "reinforce by id: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
+
+    # 6. export a preference pack
+    say("   export")
+    target = root.parent / f"{skill}.tar.gz"
+    runs = [clock(lambda: packs.export(skill, str(target), config=cfg))[0]
+            for _ in range(min(few, args.cold_repeat + 1))]
+    figures["export"] = Measure(runs, f"{target.stat().st_size / 2**20:.1f} MiB pack")
+    target.unlink()
+
+    # 7. the MCP server: peak RSS after a few recalls on this store, and what a recall costs in it
+    say("   MCP server")
+    figures.update(serve(skill, queries, env, n))
+
+    # 8. compact: what the structural pass would do (dry run), doing it, and a second run (nothing left)
+    say("   compact")
+    runs = [clock(lambda: compact_mod.compact(skill, dry_run=True, config=cfg))[0]
+            for _ in range(min(few, args.cold_repeat))]
+    figures["compact_dry"] = Measure(runs, "dry run: plan only")
+    ms, out = clock(lambda: compact_mod.compact(skill, config=cfg))
+    kinds = Counter(change.split(" ")[0] for change in out["changes"])
+    figures["compact"] = Measure([ms], f"{len(out['changes'])} changes: "
+                                       + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
+    ms, out = clock(lambda: compact_mod.compact(skill, config=cfg))
+    figures["compact_again"] = Measure([ms], f"{len(out['changes'])} changes the second time")
+    if args.profile:
+        profiles["compact_dry"] = profile(lambda: compact_mod.compact(skill, dry_run=True, config=cfg), 1)
+
+    return figures, {**built.seconds, "source": built.source}, profiles
+
+
+def serve(skill: str, queries: list[str], env: dict[str, str], n: int) -> dict[str, "Measure"]:
+    """Spawn the MCP server, initialize it, call `recall` over the pipe, and read its peak RSS
+    (VmHWM) right after initialize and after the recalls."""
+    proc = subprocess.Popen([sys.executable, "-m", "mcp_entry.server"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, env=env, cwd=REPO)
+    ids = iter(range(1, 1_000_000))
+
+    def send(method: str, params: dict, reply: bool = True) -> dict | None:
+        message = {"jsonrpc": "2.0", "method": method, "params": params}
+        if reply:
+            message["id"] = next(ids)
+        proc.stdin.write((json.dumps(message) + "\n").encode())
+        proc.stdin.flush()
+        while reply:
+            answer = json.loads(proc.stdout.readline())
+            if answer.get("id") == message["id"]:
+                return answer
+        return None
+
+    def peak_mb() -> float:
+        for line in Path(f"/proc/{proc.pid}/status").read_text().splitlines():
+            if line.startswith("VmHWM:"):
+                return int(line.split()[1]) / 1024
+        return float("nan")
+
+    try:
+        send("initialize", {"protocolVersion": "2025-06-18", "capabilities": {},
+                            "clientInfo": {"name": "bench", "version": "0"}})
+        send("notifications/initialized", {}, reply=False)
+        idle = peak_mb()
+        runs = []
+        for i in range(1 + n):
+            ms, answer = clock(lambda: send("tools/call", {"name": "recall", "arguments": {
+                "skill": skill, "intent": queries[i % len(queries)]}}))
+            if answer.get("error") or answer["result"].get("isError"):
+                raise SystemExit(f"the MCP server failed a recall: {answer}")
+            runs.append(ms)
+        peak = peak_mb()
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=60)
+    return {"mcp_first_recall": Measure(runs[:1], "the server's first call: loads the index from disk"),
+            "mcp_recall": Measure(runs[1:], "round trip over stdio, warm server"),
+            "server_rss": Measure([peak], f"VmHWM after {1 + n} recalls; {idle:.0f} MB right after initialize",
+                                  unit="MB"),
+            "floor_server_rss": Measure([idle], "VmHWM right after initialize", unit="MB")}
 
 
 def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Namespace,
@@ -551,7 +710,7 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
     ms, embedder = clock(lambda: get_embedder(cfg.embedding_backend, cfg.embedding_model).embed(["warm up"]))
     figures["first_load"] = Measure([ms], "import + model load + first embed, in this process")
     skill = f"bench-{size}"
-    built = build_store(skill, size, rng, cfg)
+    built = build_store(skill, size, args.seed, cfg, None if args.no_cache else Path(args.cache))
     runs = [clock(lambda: hooks.reindex(skill, config=cfg))[0] for _ in range(max(1, args.cold_repeat - 1))]
     figures["reindex_full"] = Measure(runs, f"every entry and scope phrase embedded ({size:,} entries)")
     queries = intents(rng, max(args.repeat, 8))
@@ -584,18 +743,30 @@ def profile(fn: Callable[[], Any], calls: int, top: int = 22) -> str:
 
 # --- output --------------------------------------------------------------------------------------
 
-ROWS = [  # (figure, label)
-    ("capture_committed", "capture, new rule (committed) median"),
-    ("capture_new", "capture, novel bodies, all statuses median"),
-    ("capture_reinforce", "capture, existing rule again (reinforced)"),
-    ("recall_inproc", "recall in-process (long-lived) median"),
-    ("recall_inproc:p95", "recall in-process (long-lived) p95"),
-    ("recall_after_write", "recall in-process right after a write"),
-    ("recall_disk", "recall in-process, cache cleared, disk warm"),
-    ("recall_cold", "first recall after index.sqlite deleted"),
-    ("recall_cli", "one `git whetstone recall` process"),
-    ("floor_dot", "floor: one numpy dot over all vectors"),
+ROWS = [  # (figure[:p95], label, floor: a figure of the same size, "@name" for a size-free one, or None)
+    ("recall_cold", "index build from scratch (first recall, no index)", "floor_embed"),
+    ("recall_inproc", "recall in-process (long-lived) median", "floor_dot"),
+    ("recall_inproc:p95", "recall in-process (long-lived) p95", "floor_dot"),
+    ("recall_after_write", "recall in-process right after a write", "floor_dot"),
+    ("recall_disk", "recall in-process, cache cleared, index on disk", None),
+    ("recall_cli", "one `git whetstone recall` process", "@numpy"),
+    ("capture_committed", "capture, new rule (committed)", "floor_git"),
+    ("capture_reinforce", "capture, existing rule again (reinforced)", "floor_git"),
+    ("revise", "revise (reinforce by id)", "floor_git"),
+    ("compact_dry", "compact --dry-run", None),
+    ("compact", "compact (applied: one commit)", None),
+    ("compact_again", "compact again (nothing left to do)", None),
+    ("export", "export a pack", None),
+    ("mcp_first_recall", "MCP server: first recall (loads the index)", None),
+    ("mcp_recall", "MCP server: recall round trip, warm", None),
+    ("server_rss", "MCP server: peak RSS after recalls (MB)", "floor_server_rss"),
 ]
+FLOOR_LABELS = {
+    "floor_embed": "embedding every text once", "floor_dot": "one numpy dot over all vectors",
+    "@numpy": 'python -c "import numpy"', "floor_git": "git add + commit of one file",
+    "floor_server_rss": "the server right after initialize",
+}
+CELL = 20
 
 
 def fmt_ms(value: float | None) -> str:
@@ -604,51 +775,92 @@ def fmt_ms(value: float | None) -> str:
     return f"{value:,.0f}" if value >= 100 else f"{value:.1f}"
 
 
-def table(sizes: list[int], results: dict[int, dict[str, Measure]], builds: dict[int, dict[str, float]],
+def stat_of(m: Measure | None, stat: str) -> float | None:
+    if m is None:
+        return None
+    return m.p95 if stat == "p95" else m.median
+
+
+def table(sizes: list[int], results: dict[int, dict[str, Measure]], builds: dict[int, dict[str, Any]],
           floors: dict[str, Measure]) -> tuple[str, list[dict[str, Any]]]:
+    """The figures, each beside its floor (value, then × the floor), the targets, and the slopes."""
     lines, verdicts = [], []
-    head = f"{'figure (ms)':<46}" + "".join(f"{f'{s:,} entries':>16}" for s in sizes) + "  target"
+    head = f"{'figure (ms unless said)':<50}" + "".join(f"{f'{s:,} entries':>{CELL}}" for s in sizes) + "  target"
     lines += [head, "-" * len(head)]
-    for key, label in ROWS:
+    for key, label, floor in ROWS:
         name, _, stat = key.partition(":")
-        cells, targets = [], []
+        cells, targets, ratios = [], [], []
         for s in sizes:
-            m = results[s].get(name)
-            value = (m.p95 if stat == "p95" else m.median) if m else None
+            value = stat_of(results[s].get(name), stat)
             cell = fmt_ms(value)
             target = TARGETS.get((name, s)) if not stat else None
             if target and value is not None:
                 ok = value <= target[0]
                 cell += " ✓" if ok else " ✗"
-                targets.append(f"{s:,}: ≤ {target[0]:g} → {'PASS' if ok else 'MISS'} ({target[1]})")
-                verdicts.append({"figure": name, "size": s, "median_ms": value, "target_ms": target[0],
+                targets.append(f"{s:,}: ≤ {target[0]:,g} {'PASS' if ok else 'MISS'}")
+                verdicts.append({"figure": name, "size": s, "value": value, "target": target[0],
                                  "source": target[1], "pass": ok})
-            cells.append(f"{cell:>16}")
-        lines.append(f"{label:<46}" + "".join(cells) + ("  " + "; ".join(targets) if targets else ""))
+            cells.append(f"{cell:>{CELL}}")
+            if floor:
+                base = (floors.get(floor[1:]) if floor.startswith("@") else results[s].get(floor))
+                base_value = stat_of(base, "")
+                ratios.append(f"{f'×{value / base_value:.1f} of {fmt_ms(base_value)}':>{CELL}}"
+                              if value is not None and base_value else f"{'—':>{CELL}}")
+        if all(c.strip() == "—" for c in cells):
+            continue
+        lines.append(f"{label:<50}" + "".join(cells) + ("  " + "; ".join(targets) if targets else ""))
+        if floor:
+            lines.append(f"{'   ÷ floor: ' + FLOOR_LABELS[floor]:<50}" + "".join(ratios))
+    # a target between sizes: recall must grow gently
+    if 10_000 in sizes and 100_000 in sizes:
+        small, big = (stat_of(results[s].get("recall_inproc"), "") for s in (10_000, 100_000))
+        if small and big:
+            ok = big <= 4 * small
+            lines.append(f"{'recall 100,000 ÷ recall 10,000':<50}{'':>{CELL * (len(sizes) - 1)}}"
+                         f"{f'×{big / small:.2f}' + (' ✓' if ok else ' ✗'):>{CELL}}  ≤ ×4 {'PASS' if ok else 'MISS'}")
+            verdicts.append({"figure": "recall_inproc 100k/10k", "size": 100_000, "value": big / small,
+                             "target": 4, "source": "issue 9", "pass": ok})
     lines.append("-" * len(head))
-    for part in ("total", "generate", "write", "git_commit"):
-        lines.append(f"{'store build: ' + part:<46}" + "".join(f"{fmt_ms(builds[s][part] * 1000):>16}" for s in sizes))
+    for part in ("total", "generate", "fast_import", "checkout"):
+        lines.append(f"{'store build: ' + part:<50}"
+                     + "".join(f"{fmt_ms(builds[s][part] * 1000):>{CELL}}" for s in sizes))
+    lines.append(f"{'store build: content from':<50}" + "".join(f"{builds[s]['source']:>{CELL}}" for s in sizes))
     lines.append("-" * len(head))
     for name, label in (("help", "python -m git_whetstone --help"), ("numpy", 'floor: python -c "import numpy"'),
                         ("pass", "floor: python -c pass"), ("mcp_init", "MCP server: spawn to initialize answered"),
                         ("mcp_import", 'floor: python -c "import mcp.server.mcpserver"')):
         m = floors[name]
-        lines.append(f"{label:<46}{fmt_ms(m.median):>16}   (median of {len(m.runs)}, min {fmt_ms(min(m.runs))})")
+        lines.append(f"{label:<50}{fmt_ms(m.median):>{CELL}}   (median of {len(m.runs)}, min {fmt_ms(min(m.runs))})")
+    lines += ["", "slopes: d log(time) / d log(entries) between neighbouring sizes (1 = linear, 0 = flat)"]
+    for key, label, _ in ROWS:
+        name, _, stat = key.partition(":")
+        points = [(s, stat_of(results[s].get(name), stat)) for s in sizes]
+        points = [(s, v) for s, v in points if v]
+        if len(points) > 1:
+            parts = [f"{a:,}→{b:,}: {math.log(vb / va) / math.log(b / a):+.2f}"
+                     for (a, va), (b, vb) in zip(points, points[1:])]
+            lines.append(f"  {label:<48}" + "   ".join(parts))
     lines.append("")
     for s in sizes:
-        for name in ("capture_new", "capture_committed", "capture_reinforce", "recall_inproc", "recall_cold",
-                     "floor_dot"):
-            m = results[s].get(name)
-            if m and m.note:
-                lines.append(f"  {s:>7,} {name}: {m.note}")
+        for name, m in results[s].items():
+            if m.note:
+                lines.append(f"  {s:>7,} {name}: {m.note} (n={len(m.runs)})")
     return "\n".join(lines), verdicts
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--sizes", default="1000,10000", help="comma-separated store sizes (entries)")
+    parser.add_argument("--sizes", default="1000,10000,100000",
+                        help="comma-separated store sizes in entries (default 1000,10000,100000; "
+                             "--sizes 1000 for a quick run)")
     parser.add_argument("--repeat", type=int, default=20, help="timed runs per figure (default 20)")
-    parser.add_argument("--cold-repeat", type=int, default=3, help="runs of the from-scratch recall (default 3)")
+    parser.add_argument("--cold-repeat", type=int, default=2,
+                        help="runs of the index build from scratch, and at most this many of the slow "
+                             "figures (default 2)")
+    parser.add_argument("--cache", default=str(Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+                                               / "whetstone-bench"),
+                        help="where generated stores are kept between runs (default ~/.cache/whetstone-bench)")
+    parser.add_argument("--no-cache", action="store_true", help="generate every store afresh and keep nothing")
     parser.add_argument("--seed", type=int, default=7)
     parser.add_argument("--keep", action="store_true", help="keep the temporary store root")
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
@@ -662,6 +874,7 @@ def main(argv: list[str] | None = None) -> int:
     sizes = [int(s.replace("_", "")) for s in args.sizes.split(",") if s.strip()]
     say = (lambda *a: print(*a, file=sys.stderr, flush=True)) if args.json == "-" else \
         (lambda *a: print(*a, flush=True))
+    args.say = say
 
     tmp = Path(tempfile.mkdtemp(prefix="whetstone-bench-"))
     root = tmp / "stores"

@@ -5,4 +5,12 @@ The library API is one function per operation, each in the module of its concept
 and the read-only views in `browse`. The CLI (`cli`) and the MCP server (`mcp_entry`) are thin
 wrappers over them. Nothing heavy is imported here, so `git whetstone -h` starts fast.
 """
+import os as _os
+
 __version__ = "0.1.0"
+
+# One BLAS thread unless the user chose otherwise (read when numpy loads, so it is set here). A
+# recall makes a handful of small matrix products; with a second OpenBLAS thread each one waits
+# for another core, and on a 2-core machine shared with the agent host and its builds that wait
+# is a scheduler slice (4-8 ms a product, measured by bench/run.py), more than the product itself.
+_os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")

@@ -13,6 +13,7 @@ never resolved. It is printed and written to the git-ignored compact-report.md.
 """
 from __future__ import annotations
 
+import dataclasses
 import datetime as dt
 from typing import Any
 
@@ -58,10 +59,22 @@ def compact(skill: str, *, dry_run: bool = False, config: Config | None = None) 
 
 # --- the structural pass --------------------------------------------------------------------------
 
+def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tuple[int, int]]:
+    """Every pair (a < b) of rows whose cosine reaches `bar`, a block of rows at a time (the full
+    matrix of 10,000 scopes would be 400 MB)."""
+    pairs: list[tuple[int, int]] = []
+    for start in range(0, len(vectors), block):
+        sims = vectors[start:start + block] @ vectors[start:].T
+        for a, b in np.argwhere(sims >= bar).tolist():
+            if start + a < start + b:
+                pairs.append((start + a, start + b))
+    return pairs
+
+
 def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why."""
     day = today()
-    alive = [i for i in range(snap.size) if snap.alive[i]]
+    alive = np.flatnonzero(snap.alive).tolist()
     entries = {i: snap.entries[i] for i in alive}
     changes: list[str] = []
     scope_of: dict[int, str] = {i: e.scope for i, e in entries.items()}  # the scope each entry ends in
@@ -76,18 +89,18 @@ def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
         numbers = [n for n in sorted(members) if snap.scopes[n][0] == kind]
         if not numbers:
             continue
-        sims = snap.phrases[numbers] @ snap.phrases[numbers].T
         groups = Groups(len(numbers))
-        for a, b in np.argwhere(np.triu(sims >= config.threshold("scope_merge"), 1)):
-            groups.union(int(a), int(b))
+        for a, b in _close_pairs(snap.phrases[numbers], config.threshold("scope_merge")):
+            groups.union(a, b)
         words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
         for at, n in enumerate(numbers):
             stems = frozenset(content_words(snap.scopes[n][2]))
             if stems in words:
                 groups.union(words[stems], at)
             words.setdefault(stems, at)
-        clusters = groups.groups() + [[i] for i in range(len(numbers))
-                                      if all(i not in g for g in groups.groups())]
+        grouped = groups.groups()
+        in_group = {i for g in grouped for i in g}
+        clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
         for group in clusters:
             rows = sorted((i for g in group for i in members[numbers[g]]), key=lambda i: snap.id_key[i])
             # the scope with the most entries wins, written as most of its entries write it
@@ -117,11 +130,11 @@ def _plan(snap: index_mod.Snapshot, config: Config) -> dict[str, Any]:
         rows.sort(key=lambda i: snap.id_key[i])
         sims = snap.vectors[rows] @ snap.vectors[rows].T
         groups = Groups(len(rows))
-        for a in range(len(rows)):
-            for b in range(a + 1, len(rows)):
-                verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config)
-                if verdict.relation == "duplicate":
-                    groups.union(a, b)
+        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+        for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)).tolist():
+            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config)
+            if verdict.relation == "duplicate":
+                groups.union(a, b)
         for group in groups.groups():
             keeper, merged = entries[rows[group[0]]], [entries[rows[g]] for g in group[1:]]
             update = updates.setdefault(keeper.id, {})
@@ -163,13 +176,40 @@ def _apply(store: Store, snap: index_mod.Snapshot, plan: dict[str, Any]) -> dict
             texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
         return texts[rel]
 
+    # rel -> (the text its blocks were read from, its blocks by id): a file is parsed once, not once
+    # per entry changed in it (quadratic at 100,000 entries); an edit inside the file shifts the
+    # blocks after it, anything else (an append, removing the last block) reads the file again.
+    known: dict[str, tuple[str, dict[str, blocks.Block]]] = {}
+
     def find(rel: str, entry_id: str) -> blocks.Block:
-        parsed = blocks.parse(text_of(rel), rel)
-        found = [b for b in parsed.blocks if b.id == entry_id]
-        if parsed.errors or not found:
-            from .errors import RUNTIME, WhetstoneError
-            raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
-        return found[0]
+        text = text_of(rel)
+        cached = known.get(rel)
+        if cached is None or cached[0] is not text or entry_id not in cached[1]:
+            parsed = blocks.parse(text, rel)
+            by_id: dict[str, blocks.Block] = {}
+            for b in parsed.blocks:
+                by_id.setdefault(b.id, b)
+            if parsed.errors or entry_id not in by_id:
+                from .errors import RUNTIME, WhetstoneError
+                raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
+            cached = known[rel] = (text, by_id)
+        return cached[1][entry_id]
+
+    def edited(rel: str, block: blocks.Block, new_text: str, removed: bool) -> None:
+        old = texts[rel]
+        texts[rel] = new_text
+        cached = known.pop(rel, None)
+        if cached is None or cached[0] is not old or (removed and (block.end >= len(old) or not new_text)):
+            return
+        delta, lines = len(new_text) - len(old), new_text.count("\n") - old.count("\n")
+        by_id = {}
+        for bid, b in cached[1].items():
+            if b.start >= block.end:
+                b = dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines)
+            elif b.start >= block.start:
+                continue  # the block edited (or removed): never looked up again
+            by_id[bid] = b
+        known[rel] = (new_text, by_id)
 
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
     for i in range(snap.size):
@@ -181,7 +221,8 @@ def _apply(store: Store, snap: index_mod.Snapshot, plan: dict[str, Any]) -> dict
             target.setdefault((e.kind, scope_key(scope)), e.path)
     for entry_id, why in plan["removed"].items():
         e = snap.entries[snap.by_id[entry_id]]
-        texts[e.path] = blocks.remove(text_of(e.path), find(e.path, entry_id))
+        block = find(e.path, entry_id)
+        edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
     for entry_id, update in plan["updates"].items():
         e = snap.entries[snap.by_id[entry_id]]
         block = find(e.path, entry_id)
@@ -192,9 +233,9 @@ def _apply(store: Store, snap: index_mod.Snapshot, plan: dict[str, Any]) -> dict
         new = blocks.update_fields(block, fields, update.get("provenance"))
         home = target.setdefault((e.kind, scope_key(scope)), e.path)
         if home == e.path:
-            texts[e.path] = blocks.replace(text_of(e.path), block, new)
+            edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
         else:
-            texts[e.path] = blocks.remove(text_of(e.path), block)
+            edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
             texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
     return {rel: (text if text.strip() else None) for rel, text in texts.items()}
 

@@ -21,7 +21,9 @@ import os
 import re
 import sqlite3
 import sys
-from dataclasses import dataclass, field
+import zlib
+from collections import OrderedDict
+from collections.abc import Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -29,17 +31,20 @@ import numpy as np
 from .embed import Embedder
 from .store import KIND_FOLDER, Store, scope_key
 
-SCHEMA = 2
+SCHEMA = 4
 _DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,
-    backend TEXT NOT NULL, entries TEXT NOT NULL, scopes TEXT NOT NULL, vectors BLOB NOT NULL);
+    backend TEXT NOT NULL, n INTEGER NOT NULL, scopes_n INTEGER NOT NULL, entries TEXT NOT NULL,
+    scopes TEXT NOT NULL, columns BLOB NOT NULL, vectors BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors(backend, hash);
 CREATE TABLE IF NOT EXISTS scopes(backend TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
     scope TEXT NOT NULL, entries INTEGER NOT NULL, phrase BLOB NOT NULL, centroid BLOB NOT NULL,
     PRIMARY KEY(backend, kind, key));
 """
+EMBED_BATCH = 1024  # texts per embedding call: a first build of 100,000 entries stays small in memory
+PARSED_FILES = 512  # files whose entries stay parsed in a long-lived process (the rest: JSON text)
 
 
 class Entry(NamedTuple):
@@ -58,34 +63,65 @@ class Entry(NamedTuple):
     provenance: tuple[str, ...]
 
 
-@dataclass
+def id_key(entry_id: str) -> int:
+    """L1, I1, L2, … as one integer that sorts by number, learnings first (I<n> is 2n+1)."""
+    return int(entry_id[1:]) * 2 + (entry_id[0] == "I")
+
+
+def key_id(key: int) -> str:
+    return f"{'I' if key & 1 else 'L'}{key >> 1}"
+
+
 class FileRows:
-    """One scope file's share of the index, with per-entry columns ready to concatenate."""
+    """One scope file's share of the index: per-entry columns (recurrence, last_seen as a day
+    number, position of its scope in `scopes`, id key), its scopes with the sum of their entry
+    vectors and their phrase vectors, and its entries. Loaded from index.sqlite, the entries stay
+    JSON text until something reads them, so a store of 100,000 entries loads in a few arrays.
+    `vectors` is held only until the snapshot has copied the rows into its matrix."""
 
-    stamp: str
-    entries: list[Entry]
-    vectors: np.ndarray                       # (entries, dim)
-    scopes: list[tuple[str, str, str]]        # (kind, key, display) of the scopes in this file
-    sums: np.ndarray                          # (scopes, dim): sum of the entry vectors per scope
-    phrases: np.ndarray                       # (scopes, dim): the scope phrase, embedded
-    warning: str | None = None
-    scope_index: np.ndarray = field(init=False)   # entry -> position in `scopes`
-    scope_at: dict[tuple[str, str], int] = field(init=False)  # (kind, key) -> position in `scopes`
-    recurrence: np.ndarray = field(init=False)
-    last_seen: np.ndarray = field(init=False)     # day numbers, 0 when unknown
-    top: dict[str, int] = field(init=False)       # highest id number per prefix
+    def __init__(self, stamp: str, scopes: list[tuple[str, str, str]], sums: np.ndarray, phrases: np.ndarray,
+                 columns: np.ndarray, top: dict[str, int], warning: str | None = None, *,
+                 entries: list[Entry] | None = None, raw: bytes | None = None,
+                 vectors: np.ndarray | None = None) -> None:
+        self.stamp, self.scopes, self.sums, self.phrases = stamp, scopes, sums, phrases
+        self.columns = columns                  # (4, entries) int64
+        self.top, self.warning = top, warning   # highest id number per prefix
+        self._entries, self.raw, self.vectors = entries, raw, vectors
+        self.n = columns.shape[1]
+        self.start = 0                          # first row in the snapshot
 
-    def __post_init__(self) -> None:
-        self.scope_at = local = {(kind, key): i for i, (kind, key, _) in enumerate(self.scopes)}
-        n = len(self.entries)
-        if len(local) == 1:
-            self.scope_index = np.zeros(n, np.int64)
-        else:
-            self.scope_index = np.fromiter((local[(e.kind, scope_key(e.scope))] for e in self.entries), np.int64, n)
-        self.recurrence = np.fromiter((e.recurrence for e in self.entries), np.int64, n)
-        self.last_seen = np.fromiter((_day(e.last_seen) for e in self.entries), np.int64, n)
-        self.top = {prefix: max((int(e.id[1:]) for e in self.entries if e.id[0] == prefix), default=0)
-                    for prefix in ("L", "I")}
+    recurrence = property(lambda self: self.columns[0])
+    last_seen = property(lambda self: self.columns[1])
+    scope_index = property(lambda self: self.columns[2])
+    id_key = property(lambda self: self.columns[3])
+
+    @property
+    def scope_at(self) -> dict[tuple[str, str], int]:
+        """(kind, key) -> position in `scopes`."""
+        return {(kind, key): i for i, (kind, key, _) in enumerate(self.scopes)}
+
+    @property
+    def entries(self) -> list[Entry]:
+        if self._entries is None:
+            self._entries = _decode(self.raw)
+            _PARSED[id(self)] = self
+            if len(_PARSED) > PARSED_FILES:
+                _PARSED.popitem(last=False)[1].unparse()
+        return self._entries
+
+    def text(self) -> bytes:
+        """The entries as compressed UTF-8 JSON: 0.4 KB an entry where a str of the same JSON took
+        1.6 (every provenance line holds a dash, and one non-ASCII character makes a str two bytes
+        a character). Parsed again in about 20 µs a file."""
+        if self.raw is None:
+            self.raw = zlib.compress(json.dumps([list(e) for e in self._entries], ensure_ascii=False).encode(), 6)
+        return self.raw
+
+    def unparse(self) -> None:
+        """Keep the entries as JSON text only (what was handed out stays valid)."""
+        self.text()
+        self._entries = None
+        _PARSED.pop(id(self), None)
 
     def claim(self, raw: bytes) -> None:
         """Count the ids a broken file's text still claims (its entries are left out of recall,
@@ -95,6 +131,73 @@ class FileRows:
 
 
 _CLAIMED = re.compile(r"^## ([LI])([1-9]\d*)\b", re.M)
+_PARSED: OrderedDict[int, FileRows] = OrderedDict()
+
+
+def _decode(raw: bytes) -> list[Entry]:
+    return [Entry(*row[:10], tuple(row[10])) for row in json.loads(zlib.decompress(raw))]
+
+
+class _Rows(Sequence):
+    """`Snapshot.entries`: the entry at each row (None once dead), parsed on first use."""
+
+    def __init__(self, snap: "Snapshot") -> None:
+        self.snap = snap
+
+    def __len__(self) -> int:
+        return self.snap.size
+
+    def __getitem__(self, row):
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(self.snap.size))]
+        row = int(row)
+        if row < 0:
+            row += self.snap.size
+        owner = self.snap.owner[row]
+        return None if owner is None else owner.entries[row - owner.start]
+
+
+class _Ids(Mapping):
+    """`Snapshot.by_id`: entry id -> row of its live copy."""
+
+    def __init__(self, by_key: dict[int, int]) -> None:
+        self.by_key = by_key
+
+    def __getitem__(self, entry_id: str) -> int:
+        if not isinstance(entry_id, str) or not _ID.fullmatch(entry_id):
+            raise KeyError(entry_id)
+        return self.by_key[id_key(entry_id)]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(key_id, self.by_key)
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def values(self):
+        return self.by_key.values()
+
+
+_ID = re.compile(r"[LI][1-9]\d*")
+
+
+class _Known(Mapping):
+    """`Snapshot.known`: (kind, scope key) -> the first file that holds it."""
+
+    def __init__(self, holders: dict[tuple[str, str], dict[str, None]]) -> None:
+        self.holders = holders
+
+    def __getitem__(self, scope: tuple[str, str]) -> str:
+        files = self.holders.get(scope)
+        if not files:
+            raise KeyError(scope)
+        return next(iter(files))
+
+    def __iter__(self):
+        return (scope for scope, files in self.holders.items() if files)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
 
 
 class Snapshot:
@@ -111,8 +214,8 @@ class Snapshot:
         self.stamps: dict[str, str] = {}
         self.files: dict[str, FileRows] = {}
         self.rows: dict[str, np.ndarray] = {}          # file -> its row numbers
-        self.entries: list[Entry | None] = []           # by row; None once dead
-        self.by_id: dict[str, int] = {}
+        self.owner: list[FileRows | None] = []          # by row: the file it came from; None once dead
+        self.by_key: dict[int, int] = {}                # id key -> row of the live copy
         self.size = 0
         self._vectors = np.zeros((max(capacity, 16), dim), np.float32)
         self._alive = np.zeros(len(self._vectors), bool)
@@ -124,12 +227,16 @@ class Snapshot:
         self.scopes: list[tuple[str, str, str]] = []    # (kind, key, display), by scope number
         self.scope_number: dict[tuple[str, str], int] = {}
         self.holders: dict[tuple[str, str], dict[str, None]] = {}  # scope -> files holding it, in order
-        self._sums = np.zeros((max(scope_capacity, 16), dim), np.float64)
-        self._phrases = np.zeros((len(self._sums), dim), np.float32)
-        self._centroids = np.zeros((len(self._sums), dim), np.float32)
+        self._phrases = np.zeros((max(scope_capacity, 16), dim), np.float32)
+        self._centroids = np.zeros((len(self._phrases), dim), np.float32)
         self.duplicates: dict[str, list[str]] = {}      # file -> warnings about ids it repeats
+        self.warned: set[str] = set()                   # files with a warning or a duplicate id
         self.notice: str | None = None                  # said once, by the call that saw it
         self.dead = 0
+        self.watch = None                               # a long-lived process's change feed (watch.py)
+        self.db: sqlite3.Connection | None = None       # and its open index.sqlite
+        self.db_inode = 0
+        self._top: dict[str, int] | None = None
 
     # --- views ----------------------------------------------------------------------------------
     @property
@@ -170,22 +277,33 @@ class Snapshot:
         return self._centroids[: len(self.scopes)]
 
     @property
-    def count(self) -> int:
-        return len(self.by_id)
+    def entries(self) -> _Rows:
+        return _Rows(self)
 
     @property
-    def known(self) -> dict[tuple[str, str], str]:
+    def by_id(self) -> _Ids:
+        return _Ids(self.by_key)
+
+    @property
+    def count(self) -> int:
+        return len(self.by_key)
+
+    @property
+    def known(self) -> _Known:
         """(kind, scope key) -> the first file that holds it."""
-        return {scope: next(iter(files)) for scope, files in self.holders.items() if files}
+        return _Known(self.holders)
 
     @property
     def top(self) -> dict[str, int]:
-        return {prefix: max((r.top[prefix] for r in self.files.values()), default=0) for prefix in ("L", "I")}
+        if self._top is None:
+            self._top = {prefix: max((r.top[prefix] for r in self.files.values()), default=0)
+                         for prefix in ("L", "I")}
+        return dict(self._top)
 
     @property
     def warnings(self) -> list[str]:
         out = [self.notice] if self.notice else []
-        for path in sorted(self.files):
+        for path in sorted(self.warned):
             if self.files[path].warning:
                 out.append(self.files[path].warning)
             out += self.duplicates.get(path, [])
@@ -196,15 +314,17 @@ class Snapshot:
         rows = self.files.pop(path, None)
         if rows is None:
             return
+        if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
+            self._top = None  # it may have held the highest id: count again when asked
         numbers = self.rows.pop(path)
         self._alive[numbers] = False
         self.dead += len(numbers)
-        for number in numbers:
-            entry = self.entries[number]
-            if entry is not None and self.by_id.get(entry.id) == number:
-                del self.by_id[entry.id]
-            self.entries[number] = None
+        for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
+            if self.by_key.get(key) == number:
+                del self.by_key[key]
+            self.owner[number] = None
         self.duplicates.pop(path, None)
+        self.warned.discard(path)
         touched = []
         for kind, key, _ in rows.scopes:
             self.holders[(kind, key)].pop(path, None)
@@ -215,15 +335,18 @@ class Snapshot:
         self.add_files([(path, rows)])
 
     def add_files(self, items: list[tuple[str, FileRows]]) -> None:
-        """Append the rows of files not in the snapshot yet (a whole store at once when building)."""
-        total = sum(len(rows.entries) for _, rows in items)
+        """Append the rows of files not in the snapshot yet (a whole store at once when building).
+        Each file's `vectors` are copied into the snapshot's matrix and let go."""
+        total = sum(rows.n for _, rows in items)
         self._grow_rows(self.size + total)
+        if self._top is not None:
+            self._top = {p: max([self._top[p], *(rows.top[p] for _, rows in items)]) for p in self._top}
         start = self.size
         touched: list[int] = []
-        columns: dict[str, list] = {"vectors": [], "learning": [], "recurrence": [], "last_seen": [],
-                                    "scope_of": []}
+        columns: dict[str, list] = {"learning": [], "columns": [], "scope_of": []}
+        dead: list[int] = []
         for path, rows in items:
-            n = len(rows.entries)
+            n = rows.n
             mapping = []
             for j, (kind, key, display) in enumerate(rows.scopes):
                 at = self.scope_number.get((kind, key))
@@ -238,68 +361,83 @@ class Snapshot:
                 self.holders[(kind, key)][path] = None
                 mapping.append(at)
             touched += mapping
-            columns["vectors"].append(rows.vectors)
+            if n:
+                self._vectors[self.size:self.size + n] = rows.vectors
+            rows.vectors = None
             columns["learning"].append(np.full(n, path.startswith("learnings/")))
-            columns["recurrence"].append(rows.recurrence)
-            columns["last_seen"].append(rows.last_seen)
+            columns["columns"].append(rows.columns)
             columns["scope_of"].append(np.array(mapping, np.int64)[rows.scope_index] if n else
                                        np.zeros(0, np.int64))
-            numbers = np.arange(self.size, self.size + n)
+            rows.start = self.size
             dupes = []
-            for number, entry in zip(range(self.size, self.size + n), rows.entries):
-                other = self.by_id.get(entry.id)
-                if other is None:
-                    self.by_id[entry.id] = number
-                else:
-                    dupes.append((number, f"{path}:{entry.line}: duplicate id {entry.id} (also in "
-                                          f"{self.entries[other].path}); this copy is left out"))
-            self.entries.extend(rows.entries)
+            by_key = self.by_key
+            for number, key in enumerate(rows.id_key.tolist(), self.size):
+                other = by_key.setdefault(key, number)
+                if other != number:
+                    dupes.append((number, other, key))
+            self.owner.extend([rows] * n)
             self.size += n
             self.files[path] = rows
-            self.rows[path] = numbers
+            self.rows[path] = np.arange(rows.start, self.size)
             if dupes:
-                self.duplicates[path] = [text for _, text in dupes]
-                columns.setdefault("dead", []).extend(number for number, _ in dupes)
+                self.duplicates[path] = [
+                    f"{path}:{self.entries[number].line}: duplicate id {key_id(key)} (also in "
+                    f"{self.entries[other].path}); this copy is left out" for number, other, key in dupes]
+                dead += [number for number, _, _ in dupes]
+            if rows.warning or dupes:
+                self.warned.add(path)
         if total:
             sl = slice(start, self.size)
-            self._vectors[sl] = np.concatenate(columns["vectors"])
+            merged = np.concatenate(columns["columns"], axis=1)
             self._alive[sl] = True
-            self._alive[columns.get("dead", [])] = False
+            self._alive[dead] = False
             self._learning[sl] = np.concatenate(columns["learning"])
-            self._recurrence[sl] = np.concatenate(columns["recurrence"])
-            self._last_seen[sl] = np.concatenate(columns["last_seen"])
+            self._recurrence[sl] = merged[0]
+            self._last_seen[sl] = merged[1]
             self._scope_of[sl] = np.concatenate(columns["scope_of"])
-            self._id_key[sl] = [int(e.id[1:]) * 2 + (e.id[0] == "I") for e in self.entries[start:]]
+            self._id_key[sl] = merged[3]
         self._settle(touched)
 
+    def compacted(self) -> "Snapshot":
+        """The same snapshot without dead rows (rows in path order, as a fresh build has them)."""
+        snap = Snapshot(self.dim, self.count + 64, len(self.scopes) + 16)
+        paths = sorted(self.files)
+        for i in range(0, len(paths), 256):  # a slice at a time: no second copy of every vector
+            chunk = [(path, self.files[path]) for path in paths[i:i + 256]]
+            for path, rows in chunk:
+                rows.vectors = self.vectors[self.rows[path]]
+            snap.add_files(chunk)
+        snap.stamps, snap.watch, snap.notice = self.stamps, self.watch, self.notice
+        snap.db, snap.db_inode, self.db = self.db, self.db_inode, None
+        return snap
+
     def _settle(self, touched: list[int]) -> None:
-        """Recompute the touched scopes' sums (over their files, in path order, exactly as a fresh
-        build adds them) and centroids; a scope no file holds any more matches nothing."""
+        """Recompute the touched scopes' centroids from their files' sums (added in path order,
+        exactly as a fresh build adds them); a scope no file holds any more matches nothing."""
         if not touched:
             return
         at = np.array(sorted(set(touched)), np.int64)  # (np.unique would import numpy.ma: 12 ms)
-        for i in at:
+        sums = np.zeros((len(at), self.dim), np.float64)
+        empty = np.zeros(len(at), bool)
+        for j, i in enumerate(at.tolist()):
             kind, key, _ = self.scopes[i]
             holders = self.holders[(kind, key)]
-            if len(holders) == 1:  # the usual case: one file per scope
+            if not holders:
+                empty[j] = True
+            elif len(holders) == 1:  # the usual case: one file per scope
                 rows = self.files[next(iter(holders))]
-                self._sums[i] = rows.sums[rows.scope_at[(kind, key)]]
-                continue
-            total = np.zeros(self.dim, np.float64)
-            for path in sorted(holders):
-                rows = self.files[path]
-                total += rows.sums[rows.scope_at[(kind, key)]]
-            self._sums[i] = total
-        sums = self._sums[at]
+                sums[j] = rows.sums[rows.scope_at[(kind, key)]]
+            else:
+                for path in sorted(holders):
+                    rows = self.files[path]
+                    sums[j] += rows.sums[rows.scope_at[(kind, key)]]
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        empty = np.array([not self.holders[self.scopes[i][:2]] for i in at])
         norms[norms == 0] = 1
         self._centroids[at] = sums / norms
         if empty.any():
             gone = at[empty]
             self._centroids[gone] = 0
             self._phrases[gone] = 0
-            self._sums[gone] = 0
 
     def _grow_rows(self, need: int) -> None:
         if need <= len(self._vectors):
@@ -312,10 +450,10 @@ class Snapshot:
             setattr(self, name, new)
 
     def _grow_scopes(self, need: int) -> None:
-        if need <= len(self._sums):
+        if need <= len(self._phrases):
             return
-        cap = max(need, len(self._sums) * 3 // 2)
-        for name in ("_sums", "_phrases", "_centroids"):
+        cap = max(need, len(self._phrases) * 3 // 2)
+        for name in ("_phrases", "_centroids"):
             old = getattr(self, name)
             new = np.zeros((cap, self.dim), old.dtype)
             new[: len(old)] = old
@@ -343,26 +481,58 @@ def scan(store: Store) -> dict[str, str]:
     return stamps
 
 
+def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[str] | None]:
+    """What changed since `snap` was brought up to date: (None, None) when nothing did, else the
+    new stamps and the paths that may differ (None: any may). The first recheck of a snapshot
+    starts a watch (watch.py) and scans every file; later ones stat only what the watch reports."""
+    if snap.watch is not None:
+        names = snap.watch.changes()
+        if names is not None:
+            head = store.head() or ""
+            if not names and head == snap.stamps.get("@HEAD"):
+                return None, None
+            stamps = dict(snap.stamps)
+            stamps["@HEAD"] = head
+            for rel in names:
+                if not rel.endswith(".md") or rel.rpartition("/")[2].startswith("."):
+                    continue
+                try:
+                    st = os.stat(store.path / rel)
+                except (FileNotFoundError, NotADirectoryError):
+                    stamps.pop(rel, None)
+                    continue
+                stamps[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+            return (None, None) if stamps == snap.stamps else (stamps, names)
+        snap.watch = None
+    from .watch import Watch
+    snap.watch = Watch.start(store.path, tuple(KIND_FOLDER.values()))  # before the scan: nothing slips between
+    stamps = scan(store)
+    return (None, None) if stamps == snap.stamps else (stamps, None)
+
+
 def snapshot(store: Store, embedder: Embedder) -> Snapshot:
     """The store's entries and vectors, brought up to date with the files on disk."""
     key = (str(store.path), embedder.identity)
-    stamps = scan(store)
     cached = _CACHE.get(key)
-    if cached is not None:
+    hint = None
+    if cached is None:
+        stamps = scan(store)
+    else:
         cached.notice = None
-        if cached.stamps == stamps:
+        stamps, hint = _recheck(store, cached)
+        if stamps is None:
             return cached
     try:
-        snap = _refresh(store, embedder, stamps, cached)
+        snap = _refresh(store, embedder, stamps, cached, hint)
     except (Unusable, sqlite3.OperationalError) as exc:  # read-only, busy, or a newer whetstone's: not ours to
-        _CACHE.pop(key, None)                              # delete; read the markdown without it this time
-        snap = _refresh(store, embedder, stamps, None, _memory())
+        _close(_CACHE.pop(key, None))                      # delete; read the markdown without it this time
+        snap = _refresh(store, embedder, stamps, None, None, _memory())
         if isinstance(exc, Unusable):
             snap.notice = str(exc)
     except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
+        _close(_CACHE.pop(key, None))
         _discard(store)
-        _CACHE.pop(key, None)
-        snap = _refresh(store, embedder, stamps, None)
+        snap = _refresh(store, embedder, stamps, None, None)
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     _CACHE[key] = snap
     return snap
@@ -374,7 +544,7 @@ class Unusable(Exception):
 
 def _memory() -> sqlite3.Connection:
     """An empty index in memory, for a process that cannot use the file."""
-    db = sqlite3.connect(":memory:", isolation_level=None)
+    db = sqlite3.connect(":memory:", isolation_level=None, check_same_thread=False)
     db.executescript(_DDL)
     return db
 
@@ -382,8 +552,14 @@ def _memory() -> sqlite3.Connection:
 def forget(store: Store) -> None:
     """Drop the in-memory snapshot and the index file (`reindex`, or a detected corruption)."""
     for key in [k for k in _CACHE if k[0] == str(store.path)]:
-        del _CACHE[key]
+        _close(_CACHE.pop(key))
     _discard(store)
+
+
+def _close(snap: Snapshot | None) -> None:
+    if snap is not None and snap.db is not None:
+        snap.db.close()
+        snap.db = None
 
 
 def _discard(store: Store) -> None:
@@ -397,11 +573,18 @@ def _discard(store: Store) -> None:
 def _connect(store: Store) -> sqlite3.Connection:
     """The index, opened (created when missing). Raises `Unusable` when this process cannot write
     it (a read-only store) or it belongs to a newer whetstone, sqlite3.DatabaseError when corrupt."""
-    try:
-        db = sqlite3.connect(store.path / "index.sqlite", timeout=5, isolation_level=None)
-        version = db.execute("PRAGMA user_version").fetchone()[0]
-    except sqlite3.OperationalError as exc:  # cannot open or create the file: a read-only store
-        raise Unusable(f"index.sqlite cannot be opened ({exc}); recall reads the markdown without it") from None
+    def open_() -> tuple[sqlite3.Connection, int]:
+        try:
+            db = sqlite3.connect(store.path / "index.sqlite", timeout=5, isolation_level=None, check_same_thread=False)
+            return db, db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.OperationalError as exc:  # cannot open or create the file: a read-only store
+            raise Unusable(f"index.sqlite cannot be opened ({exc}); recall reads the markdown without it") from None
+
+    db, version = open_()
+    if 0 < version < SCHEMA:  # written by an earlier whetstone: derived data, rebuilt without a word
+        db.close()
+        _discard(store)
+        db, version = open_()
     if version > SCHEMA:
         db.close()
         raise Unusable(f"index.sqlite was written by a newer whetstone (schema {version}, this one reads {SCHEMA}); "
@@ -425,34 +608,44 @@ def _connect(store: Store) -> sqlite3.Connection:
 
 
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
-             db: sqlite3.Connection | None = None) -> Snapshot:
-    """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`.
+             hint: set[str] | None, db: sqlite3.Connection | None = None) -> Snapshot:
+    """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`; `hint`,
+    when given, holds every path whose stamp may differ from the snapshot's.
 
     The work (reading files, embedding) happens outside any write transaction; what changed is
     then saved in one short transaction. Readers never wait for the index: if another process is
     saving (or the file cannot be written), this one keeps its result in memory and skips the save,
     which the next call makes up for."""
+    # A process that refreshes a snapshot a second time is long-lived (the server): it keeps its
+    # connection, since closing the last one checkpoints the WAL (12 ms after each write).
+    keep = cached is not None and db is None
     if db is None:
+        db = _reuse(store, cached) if keep else None
         try:
-            db = _connect(store)
+            db = db or _connect(store)
         except sqlite3.OperationalError:  # busy being created by another process: do without it this once
-            db = _memory()
+            db, keep = _memory(), False
     try:
         if cached is None:
-            known = _load_files(db, embedder, stamps, store)
-            snap = Snapshot(embedder.dim, sum(len(r.entries) for r in known.values()) + 64,
-                            sum(len(r.scopes) for r in known.values()) + 16)
-            snap.add_files([(path, known[path]) for path in sorted(known)])
+            snap = _load(db, embedder, stamps, store)
             snap.stamps = {"@HEAD": ""}
+            hint = None
         else:
             snap = cached
         head_moved = snap.stamps.get("@HEAD") != stamps["@HEAD"]
-        changed = sorted(p for p, s in stamps.items() if p != "@HEAD" and (
-            p not in snap.files or snap.files[p].stamp != s or (head_moved and snap.files[p].warning)))
-        removed = [p for p in snap.files if p not in stamps]
+        if hint is None:
+            candidates = [p for p in stamps if p != "@HEAD"]
+            gone = snap.files
+        else:
+            candidates = sorted(hint | (snap.warned if head_moved else set()))
+            gone = [p for p in hint if p in snap.files]
+        changed = sorted(p for p in candidates if p in stamps and (
+            p not in snap.files or snap.files[p].stamp != stamps[p] or (head_moved and snap.files[p].warning)))
+        removed = [p for p in gone if p not in stamps]
         touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
+            _hold(store, snap, db, keep)
             return snap
         for path in removed:
             snap.remove_file(path)
@@ -467,23 +660,29 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 snap.remove_file(path)
             added = [(path, _file_rows(stamps[path], entries, warning, vectors, embedder.dim))
                      for path, (entries, warning) in parsed.items()]
+            del parsed, vectors
             for path, rows in added:
                 if rows.warning:
                     _claim_from_disk(store, path, rows)
-            snap.add_files(added)
-            for _, rows in added:
                 touched |= {s[:2] for s in rows.scopes}
+            snap.add_files(added)
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
-            files, snap = snap.files, Snapshot(embedder.dim, snap.count + 64, len(snap.scopes) + 16)
-            snap.add_files([(path, files[path]) for path in sorted(files)])
+            snap = snap.compacted()
         snap.stamps = stamps
         _save(db, embedder, snap, removed, added, new_vectors, touched)
+        if len(added) > PARSED_FILES:  # a build: keep the entries as text, as a load would
+            for _, rows in added:
+                rows.unparse()
+        _hold(store, snap, db, keep)
         return snap
     except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
         _CACHE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
-        raise
-    finally:
+        if cached is not None:
+            cached.db = None
         db.close()
+        raise
 
 
 def _save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: list[str],
@@ -508,6 +707,27 @@ def _save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: l
             db.execute("ROLLBACK")
 
 
+def _reuse(store: Store, snap: Snapshot) -> sqlite3.Connection | None:
+    """The snapshot's open connection, if it still is to the store's index.sqlite (a `reindex` in
+    another process replaces the file)."""
+    if snap.db is not None:
+        try:
+            if os.stat(store.path / "index.sqlite").st_ino == snap.db_inode:
+                return snap.db
+        except OSError:
+            pass
+        _close(snap)
+    return None
+
+
+def _hold(store: Store, snap: Snapshot, db: sqlite3.Connection, keep: bool) -> None:
+    if not keep:
+        db.close()
+    elif snap.db is not db:
+        snap.db = db
+        snap.db_inode = os.stat(store.path / "index.sqlite").st_ino
+
+
 def _file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: dict[str, np.ndarray],
                dim: int) -> FileRows:
     matrix = (np.stack([vectors[text_hash(e.body)] for e in entries]) if entries
@@ -520,39 +740,55 @@ def _file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: d
             scopes[k] = len(display)
             display.append((e.kind, k[1], e.scope))
     sums = np.zeros((len(display), dim), np.float32)
+    index = np.zeros(len(entries), np.int64)
     for i, e in enumerate(entries):
-        sums[scopes[(e.kind, scope_key(e.scope))]] += matrix[i]
+        index[i] = scopes[(e.kind, scope_key(e.scope))]
+        sums[index[i]] += matrix[i]
     phrases = (np.stack([vectors[text_hash(s[2])] for s in display]) if display
                else np.zeros((0, dim), np.float32))
-    return FileRows(stamp, entries, matrix, display, sums, phrases, warning)
+    columns = np.array([[e.recurrence for e in entries], [_day(e.last_seen) for e in entries], index,
+                        [id_key(e.id) for e in entries]], np.int64).reshape(4, len(entries))
+    top = {prefix: max((int(e.id[1:]) for e in entries if e.id[0] == prefix), default=0) for prefix in ("L", "I")}
+    return FileRows(stamp, display, sums, phrases, columns, top, warning, entries=entries, vectors=matrix)
 
 
 def _save_file(db: sqlite3.Connection, path: str, rows: FileRows, embedder: Embedder) -> None:
     blob = b"".join(a.astype(np.float32).tobytes() for a in (rows.vectors, rows.sums, rows.phrases))
-    db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?)", (
-        path, rows.stamp, rows.warning, embedder.identity,
-        json.dumps([list(e) for e in rows.entries], ensure_ascii=False),
-        json.dumps(rows.scopes, ensure_ascii=False), blob))
+    top = np.array([rows.top["L"], rows.top["I"]], np.int64)
+    db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?)", (
+        path, rows.stamp, rows.warning, embedder.identity, rows.n, len(rows.scopes), rows.text(),
+        json.dumps(rows.scopes, ensure_ascii=False), rows.columns.tobytes() + top.tobytes(), blob))
 
 
-def _load_files(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str],
-                store: Store) -> dict[str, FileRows]:
-    """The files the index already holds for this backend whose stamp still matches the disk."""
-    files: dict[str, FileRows] = {}
+def _load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], store: Store) -> Snapshot:
+    """A snapshot of the files the index already holds for this backend whose stamp still matches
+    the disk, in path order (as a fresh build adds them), a few hundred files at a time so their
+    blobs never all sit in memory beside the matrix. Their entries stay JSON text until read."""
+    rows, scopes = db.execute("SELECT coalesce(sum(n), 0), coalesce(sum(scopes_n), 0) FROM files WHERE backend=?",
+                              (embedder.identity,)).fetchone()
+    snap = Snapshot(embedder.dim, rows + 64, scopes + 16)
     dim = embedder.dim
-    for path, stamp, warning, entries, scopes, blob in db.execute(
-            "SELECT path, stamp, warning, entries, scopes, vectors FROM files WHERE backend=?",
-            (embedder.identity,)):
+    chunk: list[tuple[str, FileRows]] = []
+    for path, stamp, warning, entries, scope_json, columns, blob in db.execute(
+            "SELECT path, stamp, warning, entries, scopes, columns, vectors FROM files WHERE backend=? "
+            "ORDER BY path", (embedder.identity,)):
         if stamps.get(path) != stamp:
             continue
-        rows = [Entry(*row[:10], tuple(row[10])) for row in json.loads(entries)]
-        scope_list = [tuple(s) for s in json.loads(scopes)]
+        scope_list = [tuple(s) for s in json.loads(scope_json)]
+        ints = np.frombuffer(columns, np.int64)
+        n, s = (len(ints) - 2) // 4, len(scope_list)
         flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
-        n, s = len(rows), len(scope_list)
-        files[path] = FileRows(stamp, rows, flat[:n], scope_list, flat[n:n + s], flat[n + s:n + 2 * s], warning)
+        top = {"L": int(ints[-2]), "I": int(ints[-1])}
+        rows = FileRows(stamp, scope_list, flat[n:n + s].copy(), flat[n + s:n + 2 * s].copy(),
+                        ints[:4 * n].reshape(4, n), top, warning, raw=entries, vectors=flat[:n])
         if warning:
-            _claim_from_disk(store, path, files[path])
-    return files
+            _claim_from_disk(store, path, rows)
+        chunk.append((path, rows))
+        if len(chunk) == 256:
+            snap.add_files(chunk)
+            chunk = []
+    snap.add_files(chunk)
+    return snap
 
 
 def _claim_from_disk(store: Store, rel: str, rows: FileRows) -> None:
@@ -560,6 +796,42 @@ def _claim_from_disk(store: Store, rel: str, rows: FileRows) -> None:
         rows.claim((store.path / rel).read_bytes())
     except OSError:
         pass
+
+
+def read_files(store: Store, rels: list[str]) -> dict[str, tuple[list[Entry], str | None]]:
+    """`read_file` for many files at once: a file whose stamp the index (in memory, else
+    index.sqlite) holds without a warning gives the entries parsed when it was indexed, the rest
+    are parsed from the markdown. Nothing is written and nothing is embedded."""
+    out: dict[str, tuple[list[Entry], str | None]] = {}
+    stamps: dict[str, str] = {}
+    for rel in rels:
+        try:
+            st = os.stat(store.path / rel)
+            stamps[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        except OSError:
+            pass
+    for (path, _), snap in list(_CACHE.items()):
+        if path == str(store.path):
+            for rel, stamp in stamps.items():
+                rows = snap.files.get(rel)
+                if rel not in out and rows is not None and rows.stamp == stamp and not rows.warning:
+                    out[rel] = (rows.entries, None)
+    if len(out) < len(stamps) and (store.path / "index.sqlite").exists():
+        try:
+            db = sqlite3.connect(f"file:{store.path / 'index.sqlite'}?mode=ro", uri=True, timeout=5)
+            try:
+                if db.execute("PRAGMA user_version").fetchone()[0] == SCHEMA:
+                    for rel, stamp, warning, raw in db.execute("SELECT path, stamp, warning, entries FROM files"):
+                        if rel not in out and stamps.get(rel) == stamp and not warning:
+                            out[rel] = (_decode(raw), None)
+            finally:
+                db.close()
+        except sqlite3.Error:
+            pass
+    for rel in rels:
+        if rel not in out:
+            out[rel] = read_file(store, rel)
+    return out
 
 
 def read_file(store: Store, rel: str) -> tuple[list[Entry], str | None]:
@@ -631,10 +903,12 @@ PROGRESS_CHUNK = 128
 
 
 def _embed(texts: list[str], embedder: Embedder) -> np.ndarray:
-    """One batch; in chunks behind a progress bar on stderr when it is a terminal and the batch is big
-    (a first build or a backend switch on a large store)."""
+    """In batches of EMBED_BATCH (a backend's working memory grows with its batch), behind a progress
+    bar on stderr when it is a terminal and there are many (a first build or a backend switch)."""
     if len(texts) <= PROGRESS_OVER or not sys.stderr.isatty():
-        return embedder.embed(texts)
+        if len(texts) <= EMBED_BATCH:
+            return embedder.embed(texts)
+        return np.concatenate([embedder.embed(texts[i:i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)])
     import click
     parts = []
     with click.progressbar(length=len(texts), label=f"embedding {len(texts)} entries", file=sys.stderr) as bar:

@@ -64,6 +64,7 @@ _MARKER = re.compile(r"\(import:([a-z0-9._-]+):([0-9a-f]{16})\)")
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _ENTRY_KEY = re.compile(r"[LI][1-9]\d*")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
@@ -146,10 +147,11 @@ def store_items(store: Store) -> tuple[list[Item], list[str]]:
     items: list[Item] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
+    files = {kind: [store.rel(path) for path in store.scope_files(kind)] for kind in ("learning", "issue")}
+    read = index_mod.read_files(store, files["learning"] + files["issue"])
     for kind in ("learning", "issue"):
-        for path in store.scope_files(kind):
-            rel = store.rel(path)
-            entries, warning = index_mod.read_file(store, rel)
+        for rel in files[kind]:
+            entries, warning = read[rel]
             if warning:
                 warnings.append(warning)
             for e in entries:
@@ -180,16 +182,22 @@ def canonical(item: Item) -> str:
 
 def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
     """The pack's bytes: the same items on the same day always give the same bytes."""
-    files: dict[str, str] = {}
+    files: dict[str, list[str]] = {}
     hashes: dict[str, str] = {}
+    names: dict[str, str] = {}
     for item in sorted(items, key=_id_order):
         text = canonical(item)
-        rel = f"{KIND_FOLDER[item.kind]}/{scope_filename(item.scope)}"
-        files[rel] = blocks.append(files.get(rel, ""), text)
+        if item.scope not in names:
+            names[item.scope] = scope_filename(item.scope)
+        files.setdefault(f"{KIND_FOLDER[item.kind]}/{names[item.scope]}", []).append(text)
         hashes[item.id] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     manifest = render_manifest(skill, items, day, hashes)
     members = [("pack.toml", manifest.encode("utf-8"))]
-    members += [(rel, files[rel].encode("utf-8")) for rel in sorted(files)]
+    for rel in sorted(files):
+        text = ""
+        for block in files[rel]:
+            text = blocks.append(text, block)
+        members.append((rel, text.encode("utf-8")))
     raw = io.BytesIO()
     with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for name, data in members:
@@ -226,6 +234,8 @@ def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[st
 
 def toml_string(text: str) -> str:
     """A TOML basic string: quotes, backslashes and control characters escaped, the rest as is."""
+    if not _TOML_SPECIAL.search(text):
+        return '"' + text + '"'
     out = []
     for ch in text:
         if ch in _TOML_ESCAPES:

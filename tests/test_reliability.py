@@ -645,7 +645,11 @@ def test_a_truncated_index_is_rebuilt_and_nothing_else_changes(store_root: Path,
     capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
     store = store_root / SKILL
     recall(SKILL, "row banding")
+    for snap in index_mod._CACHE.values():  # as if this process had ended: its connection too
+        index_mod._close(snap)
     index_mod._CACHE.clear()
+    for suffix in ("-wal", "-shm"):
+        (store / f"index.sqlite{suffix}").unlink(missing_ok=True)
     data = (store / "index.sqlite").read_bytes()
     (store / "index.sqlite").write_bytes(data[:len(data) // 3])
     before = tree_state(store)
