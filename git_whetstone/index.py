@@ -650,6 +650,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         for path in removed:
             snap.remove_file(path)
         added: list[tuple[str, FileRows]] = []
+        records: list[tuple] = []
         new_vectors: dict[str, np.ndarray] = {}
         if changed:
             parsed = {path: read_file(store, path) for path in changed}
@@ -665,14 +666,14 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 if rows.warning:
                     _claim_from_disk(store, path, rows)
                 touched |= {s[:2] for s in rows.scopes}
+                records.append(_file_record(path, rows, embedder))
+                if len(added) > PARSED_FILES:  # a build: keep the entries as text, as a load would
+                    rows.unparse()
             snap.add_files(added)
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps
-        _save(db, embedder, snap, removed, added, new_vectors, touched)
-        if len(added) > PARSED_FILES:  # a build: keep the entries as text, as a load would
-            for _, rows in added:
-                rows.unparse()
+        _save(db, embedder, snap, removed, records, new_vectors, touched)
         _hold(store, snap, db, keep)
         return snap
     except BaseException:
@@ -686,7 +687,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
 
 
 def _save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: list[str],
-          added: list[tuple[str, FileRows]], new_vectors: dict[str, np.ndarray], touched: set[tuple[str, str]]) -> None:
+          records: list[tuple], new_vectors: dict[str, np.ndarray], touched: set[tuple[str, str]]) -> None:
     """Write what one refresh learned, in one transaction; skipped when another process holds the
     index for writing past a short wait, or the file cannot be written."""
     try:
@@ -698,8 +699,7 @@ def _save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: l
         db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
         db.executemany("INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
                        [(embedder.identity, h, vec.tobytes()) for h, vec in new_vectors.items()])
-        for path, rows in added:
-            _save_file(db, path, rows, embedder)
+        db.executemany("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?)", records)
         _save_scopes(db, snap, embedder, touched)
         db.execute("COMMIT")
     except sqlite3.OperationalError:  # read-only after all, or the disk is full: the index is only a cache
@@ -752,12 +752,12 @@ def _file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: d
     return FileRows(stamp, display, sums, phrases, columns, top, warning, entries=entries, vectors=matrix)
 
 
-def _save_file(db: sqlite3.Connection, path: str, rows: FileRows, embedder: Embedder) -> None:
+def _file_record(path: str, rows: FileRows, embedder: Embedder) -> tuple:
+    """The `files` row for a file's rows (taken before the snapshot adopts their vectors)."""
     blob = b"".join(a.astype(np.float32).tobytes() for a in (rows.vectors, rows.sums, rows.phrases))
     top = np.array([rows.top["L"], rows.top["I"]], np.int64)
-    db.execute("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?)", (
-        path, rows.stamp, rows.warning, embedder.identity, rows.n, len(rows.scopes), rows.text(),
-        json.dumps(rows.scopes, ensure_ascii=False), rows.columns.tobytes() + top.tobytes(), blob))
+    return (path, rows.stamp, rows.warning, embedder.identity, rows.n, len(rows.scopes), rows.text(),
+            json.dumps(rows.scopes, ensure_ascii=False), rows.columns.tobytes() + top.tobytes(), blob)
 
 
 def _load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], store: Store) -> Snapshot:
