@@ -81,7 +81,6 @@ def antonym_sides(text: str) -> dict[int, frozenset[int]]:
     return {pair: frozenset(side) for pair, side in sides.items()}  # cached: never mutated
 
 
-
 def conflict_reason(a: str, b: str) -> tuple[str, str]:
     """How `a` and `b` contradict each other if they say the same thing otherwise: ("negation" |
     "antonym" | "value", why), or ("", "")."""
@@ -99,32 +98,32 @@ def conflict_reason(a: str, b: str) -> tuple[str, str]:
     return "", ""
 
 
+def _opposed(kind: str, a: str, b: str) -> bool:
+    """Whether a difference `conflict_reason` found makes the two rules say opposite things.
+    Negation words are not embedded, so a flipped negation must come with mostly the same words
+    besides (a paraphrase that happens to use "no" is not a contradiction)."""
+    return kind in ("antonym", "value") or kind == "negation" and overlap(a, b) >= NEGATION_OVERLAP
+
+
 def contradiction(a: str, b: str, similarity: float, config: Config) -> str:
-    """Why `a` contradicts `b`, or ''. Negation words are not embedded, so a flipped negation must
-    come with mostly the same words besides (a paraphrase that happens to use "no" is not a
-    contradiction); a swapped antonym or value lowers the cosine itself, so those need only the
-    conflict bar."""
+    """Why `a` contradicts `b`, or ''. A swapped antonym or value lowers the cosine itself, so
+    every kind needs only the conflict bar."""
     if similarity < config.threshold("conflict"):
         return ""
     kind, reason = conflict_reason(a, b)
-    if kind == "negation" and overlap(a, b) < NEGATION_OVERLAP:
-        return ""
-    return reason
+    return reason if _opposed(kind, a, b) else ""
 
 
 def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool = True) -> Verdict:
     """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors.
-    Duplicates must also share a scope (or a close one); conflicts need not."""
-    reason = contradiction(new, old, similarity, config)
-    if reason:
+    Duplicates must also share a scope (or a close one); conflicts need not. Two opposed rules
+    below the conflict bar are too far apart to contradict and too different to be one rule."""
+    kind, reason = conflict_reason(new, old)
+    opposed = _opposed(kind, new, old)
+    if opposed and similarity >= config.threshold("conflict"):
         return Verdict("conflict", similarity, reason)
-    if not same_scope:
+    if opposed or not same_scope or similarity < config.threshold("grey"):
         return Verdict("distinct", similarity)
-    if similarity < config.threshold("grey"):
-        return Verdict("distinct", similarity)
-    kind, _ = conflict_reason(new, old)
-    if kind in ("antonym", "value") or kind == "negation" and overlap(new, old) >= NEGATION_OVERLAP:
-        return Verdict("distinct", similarity)  # too far apart to contradict, too different to be one rule
     alike = similarity
     if kind == "negation":  # "No more than three bullets" can restate "Limit to three bullets", rarely
         alike -= POLARITY_MARGIN

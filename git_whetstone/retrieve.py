@@ -6,7 +6,9 @@ the scope counts more, because a task names what it touches ("a revenue table") 
 than it restates a rule. An entry is returned when its relevance clears the cutoff for its kind
 (issues have the lower one) and lies within `band` of the best match for one of the clauses: the
 band adapts to how well the intent matches this store at all, where a fixed cutoff would return a
-dozen loose matches for a vague intent and nothing for a precise one. Learnings are ordered by
+dozen loose matches for a vague intent and nothing for a precise one. A clause's own floor lies at
+most three bands under the best match overall, and a clause whose best match barely clears the
+cutoff (one stray word) brings no matches of its own. Learnings are ordered by
 relevance and weight and picked by MMR, so the k returned are not k paraphrases; issues are
 ranked and capped, and what is left out is counted. When nothing clears its cutoff, a small
 floor of the strongest learnings and the nearest issue is returned instead, flagged `fallback`.
@@ -141,7 +143,6 @@ class Layer:
                  config: Config) -> None:
         self.origin, self.snap = origin, snap
         scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
-        self.scope_score = _row_max(scope_level)[snap.scope_of]
         # rows × clauses: how close each entry is to each part of the intent
         self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
         self.learning = snap.alive & snap.is_learning
