@@ -331,9 +331,6 @@ class Snapshot:
             touched.append(self.scope_number[(kind, key)])
         self._settle(touched)
 
-    def add_file(self, path: str, rows: FileRows) -> None:
-        self.add_files([(path, rows)])
-
     def add_files(self, items: list[tuple[str, FileRows]]) -> None:
         """Append the rows of files not in the snapshot yet (a whole store at once when building).
         Each file's `vectors` are copied into the snapshot's matrix and let go."""
@@ -524,15 +521,16 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
             return cached
     try:
         snap = _refresh(store, embedder, stamps, cached, hint)
-    except (Unusable, sqlite3.OperationalError) as exc:  # read-only, busy, or a newer whetstone's: not ours to
-        _close(_CACHE.pop(key, None))                      # delete; read the markdown without it this time
+    except sqlite3.OperationalError:  # busy or disk trouble part way: read the markdown without it this time
+        _close(_CACHE.pop(key, None))
         snap = _refresh(store, embedder, stamps, None, None, _memory())
-        if isinstance(exc, Unusable):
-            snap.notice = str(exc)
     except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
         _close(_CACHE.pop(key, None))
         _discard(store)
-        snap = _refresh(store, embedder, stamps, None, None)
+        try:
+            snap = _refresh(store, embedder, stamps, None, None)
+        except sqlite3.DatabaseError:  # still there (a read-only store): rebuild in memory, leave the file
+            snap = _refresh(store, embedder, stamps, None, None, _memory())
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     _CACHE[key] = snap
     return snap
@@ -576,9 +574,16 @@ def _connect(store: Store) -> sqlite3.Connection:
     def open_() -> tuple[sqlite3.Connection, int]:
         try:
             db = sqlite3.connect(store.path / "index.sqlite", timeout=5, isolation_level=None, check_same_thread=False)
-            return db, db.execute("PRAGMA user_version").fetchone()[0]
         except sqlite3.OperationalError as exc:  # cannot open or create the file: a read-only store
             raise Unusable(f"index.sqlite cannot be opened ({exc}); recall reads the markdown without it") from None
+        try:
+            return db, db.execute("PRAGMA user_version").fetchone()[0]
+        except sqlite3.OperationalError as exc:
+            db.close()
+            raise Unusable(f"index.sqlite cannot be opened ({exc}); recall reads the markdown without it") from None
+        except sqlite3.DatabaseError:  # not a database at all: the caller rebuilds it
+            db.close()
+            raise
 
     db, version = open_()
     if 0 < version < SCHEMA:  # written by an earlier whetstone: derived data, rebuilt without a word
@@ -619,12 +624,14 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
     # A process that refreshes a snapshot a second time is long-lived (the server): it keeps its
     # connection, since closing the last one checkpoints the WAL (12 ms after each write).
     keep = cached is not None and db is None
+    notice = None
     if db is None:
         db = _reuse(store, cached) if keep else None
         try:
             db = db or _connect(store)
-        except sqlite3.OperationalError:  # busy being created by another process: do without it this once
-            db, keep = _memory(), False
+        except (Unusable, sqlite3.OperationalError) as exc:  # read-only, a newer whetstone's, or busy being
+            db, keep = _memory(), False                        # created: patch the snapshot without the file
+            notice = str(exc) if isinstance(exc, Unusable) else None
     try:
         if cached is None:
             snap = _load(db, embedder, stamps, store)
@@ -632,6 +639,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             hint = None
         else:
             snap = cached
+        snap.notice = notice or snap.notice
         head_moved = snap.stamps.get("@HEAD") != stamps["@HEAD"]
         if hint is None:
             candidates = [p for p in stamps if p != "@HEAD"]
@@ -642,6 +650,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         changed = sorted(p for p in candidates if p in stamps and (
             p not in snap.files or snap.files[p].stamp != stamps[p] or (head_moved and snap.files[p].warning)))
         removed = [p for p in gone if p not in stamps]
+        if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
+            changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
         touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps

@@ -254,6 +254,12 @@ def test_duplicate_ids_across_files_warn_and_keep_the_first(store_root: Path) ->
     result = recall(SKILL, "alpha beta rule")
     assert ids(result["learnings"]) == ["L1"]
     assert any("duplicate id L1" in w for w in result["warnings"])
+    # the first copy goes: the one left out is the only copy now, and a long-lived snapshot says so
+    (store / "learnings" / scope_filename("alpha")).unlink()
+    git(store, "commit", "-qam", "drop alpha")
+    result = recall(SKILL, "alpha beta rule")
+    assert [e["rule"] for e in result["learnings"]] == ["Beta rule"]
+    assert not any("duplicate id" in w for w in result["warnings"])
 
 
 def test_a_long_lived_snapshot_patched_by_many_changes_answers_like_a_fresh_one(store_root: Path) -> None:
