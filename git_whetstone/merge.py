@@ -37,7 +37,7 @@ from typing import Any
 from . import blocks, gitbin, validation
 from .blocks import Block
 from .errors import WhetstoneError
-from .store import Store, scope_key
+from .store import Store, ids_text, scope_key
 
 BLOCKS_DRIVER = "whetstone-blocks"
 IDS_DRIVER = "whetstone-ids"
@@ -62,7 +62,6 @@ class Piece:
     text: str
     ids: tuple[str, ...]
     block: Block | None
-    conflict: bool = False
 
 
 def pieces(text: str, rel: str) -> list[Piece]:
@@ -84,7 +83,7 @@ def pieces(text: str, rel: str) -> list[Piece]:
                 parsed = blocks.parse(chunk + "\n", rel, folder if folder in blocks.PREFIX else None)
                 if not parsed.errors and len(parsed.blocks) == 1:
                     block = parsed.blocks[0]
-            out.append(Piece(chunk, ids, block, conflict))
+            out.append(Piece(chunk, ids, block))
         current.clear()
 
     for line in text.replace("\r\n", "\n").split("\n"):
@@ -353,10 +352,6 @@ def _read_ids(text: str | None) -> dict[str, int] | None:
                                        and data[k] >= 1 for k in ("learning", "issue")):
         return {"learning": data["learning"], "issue": data["issue"]}
     return None
-
-
-def ids_text(counters: dict[str, int]) -> str:
-    return json.dumps({"learning": counters["learning"], "issue": counters["issue"]}) + "\n"
 
 
 # --- the driver git runs ----------------------------------------------------------------------------

@@ -40,7 +40,7 @@ import numpy as np
 
 from . import __version__, blocks
 from . import index as index_mod
-from .capture import Context, add_block, clean_body, clean_provenance, clean_scope
+from .capture import MAX_SCOPE, Context, add_block, clean_body, clean_provenance, clean_scope
 from .config import Config, load
 from .embed import get_embedder
 from .errors import RUNTIME, WhetstoneError, shown
@@ -436,7 +436,7 @@ def _frontmatter(lines: list[str]) -> tuple[int, str | None]:
     return 0, None  # never closed: not frontmatter
 
 
-def _cut(scope: str, limit: int = 100) -> str:
+def _cut(scope: str, limit: int = MAX_SCOPE) -> str:
     """A heading used as a scope, cut at a word boundary to what a scope may hold."""
     scope = " ".join(scope.split())
     if len(scope) <= limit:

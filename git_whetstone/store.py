@@ -173,7 +173,7 @@ class Store:
             (work / "learnings").mkdir()
             (work / "issues").mkdir()
             write_atomic(work / ".gitignore", GITIGNORE)
-            write_atomic(work / "next_ids.json", _ids_text({"learning": 1, "issue": 1}))
+            write_atomic(work / "next_ids.json", ids_text({"learning": 1, "issue": 1}))
             gitbin.commit(work, f"attach: create the store for {self.skill}", [".gitignore", "next_ids.json"])
             if self.path.exists():
                 self.path.rmdir()  # the empty directory someone made for it
@@ -240,8 +240,8 @@ class Store:
         number = max(counters[kind], top.get(prefix, 0) + 1, seen[kind])
         counters[kind] = number + 1
         seen[kind] = number + 1
-        write_atomic(self.path / ".git" / "whetstone-ids.json", _ids_text(seen))
-        return f"{prefix}{number}", _ids_text(counters)
+        write_atomic(self.path / ".git" / "whetstone-ids.json", ids_text(seen))
+        return f"{prefix}{number}", ids_text(counters)
 
     def keep_ids(self, top: dict[str, int]) -> str:
         """Raise the high-water mark over every id the markdown claims (`top`: highest number per
@@ -251,8 +251,8 @@ class Store:
         counters, seen = self._read_ids(top), self._high_water(top)
         for kind, prefix in (("learning", "L"), ("issue", "I")):
             counters[kind] = seen[kind] = max(counters[kind], seen[kind], top.get(prefix, 0) + 1)
-        write_atomic(self.path / ".git" / "whetstone-ids.json", _ids_text(seen))
-        return _ids_text(counters)
+        write_atomic(self.path / ".git" / "whetstone-ids.json", ids_text(seen))
+        return ids_text(counters)
 
     def _high_water(self, top: dict[str, int]) -> dict[str, int]:
         try:
@@ -318,12 +318,7 @@ class Store:
             raise WhetstoneError(f"{self.skill} is in the middle of a {pending} (a sync or a git command stopped on "
                                  f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
                                  f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
-        before: dict[Path, bytes | None] = {}
-        for path in files:
-            try:
-                before[path] = path.read_bytes()
-            except FileNotFoundError:
-                before[path] = None
+        before = {path: _read_or_none(path) for path in files}
         after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
         journal = self.path / ".git" / JOURNAL
         write_atomic(journal, json.dumps({
@@ -659,7 +654,8 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     os.replace(tmp, path)
 
 
-def _ids_text(counters: dict[str, int]) -> str:
+def ids_text(counters: dict[str, int]) -> str:
+    """next_ids.json (or the local high-water mark) as written: one line of JSON."""
     return json.dumps({"learning": counters["learning"], "issue": counters["issue"]}) + "\n"
 
 

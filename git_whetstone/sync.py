@@ -349,8 +349,8 @@ def _is_ancestor(repo: Path, older: str | None, newer: str | None) -> bool:
     return gitbin.run(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
 
 
-def _count(repo: Path, spec: str, *options: str) -> int:
-    out = gitbin.run(repo, "rev-list", "--count", *options, spec, check=False).stdout.strip()
+def _count(repo: Path, spec: str) -> int:
+    out = gitbin.run(repo, "rev-list", "--count", spec, check=False).stdout.strip()
     return int(out) if out.isdigit() else 0
 
 
@@ -464,8 +464,10 @@ def _after_change(store: Store, config: Config, result: dict[str, Any]) -> None:
 
 
 def _stopped(store: Store, result: dict[str, Any]) -> dict[str, Any]:
-    changed = [c["id"] for c in result["conflicts"] if c["message"].startswith("both sides changed ")]
-    others = [c["message"] for c in result["conflicts"] if not c["message"].startswith("both sides changed ")]
+    # plain body conflicts are said once for all their ids; any other (a moved block too) as it is
+    plain = [c["message"] == f"both sides changed {c['id']} differently" for c in result["conflicts"]]
+    changed = [c["id"] for c, is_plain in zip(result["conflicts"], plain) if is_plain]
+    others = [c["message"] for c, is_plain in zip(result["conflicts"], plain) if not is_plain]
     paths = sorted({c["path"] for c in result["conflicts"]})
     what = "; ".join(([f"both sides changed {', '.join(dict.fromkeys(changed))} differently"] if changed else [])
                      + list(dict.fromkeys(others)))

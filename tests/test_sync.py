@@ -357,6 +357,28 @@ def test_a_block_moved_by_hand_on_one_side_and_reinforced_on_the_other_stays_one
     fsck(a.path, b.path)
 
 
+def test_a_block_moved_and_changed_on_one_side_and_changed_on_the_other_says_so(pair) -> None:
+    """As above (the old file keeps L3, so git sees no rename), but both sides change L1's body."""
+    a, b, origin = pair
+    a.learn("Band alternate rows in light grey", "color encoding")
+    a.sync(), b.sync()
+    colors = a.path / "learnings" / scope_filename("color encoding")
+    text = colors.read_text()
+    cut = text.index("## L3 ·")
+    colors.write_text(text[cut:])
+    moved = text[:cut].rstrip("\n") + "\n"
+    (a.path / "learnings" / "palettes.md").write_text(moved.replace("with a warm palette\n", "in reds\n"))
+    git(a.path, "add", "-A")
+    git(a.path, "commit", "-qm", "File L1 under palettes, in reds")
+    theirs = b.path / "learnings" / scope_filename("color encoding")
+    theirs.write_text(theirs.read_text().replace("with a warm palette\n", "in blues\n"))
+    git(b.path, "commit", "-qam", "Blues")
+    a.sync()
+    result = b.sync()
+    assert result["status"] == "conflict"
+    assert "both sides changed L1 differently, and one of them also moved it" in result["message"], result
+
+
 def test_stores_started_apart_merge_into_one(store_root: Path, tmp_path: Path) -> None:
     """Two laptops that each attached the skill before they were connected: the first sync pushes,
     the second merges the unrelated histories, minting fresh ids for one side's collisions."""
@@ -416,6 +438,9 @@ def test_remote_add_list_and_remove(store_root: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0 and json.loads(proc.stdout)["stores"][0]["remote"] == "origin"
     assert git(store_root / SKILL, "rev-parse", "main").stdout == git(origin, "rev-parse", "main").stdout
     assert git(other, "rev-parse", "--verify", "-q", "main", check=False).stdout == ""
+    proc = run_cli("sync", SKILL, "--remote", "laptop", "--json")  # the one named, not the upstream
+    assert proc.returncode == 0 and json.loads(proc.stdout)["stores"][0]["remote"] == "laptop", proc.stderr
+    assert git(other, "rev-parse", "main").stdout == git(store_root / SKILL, "rev-parse", "main").stdout
     assert run_cli("remote", SKILL, "remove", "laptop").returncode == 0
     proc = run_cli("remote", SKILL, "remove", "laptop")
     assert proc.returncode == 2 and "no remote named laptop" in proc.stderr
