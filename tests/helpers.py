@@ -8,6 +8,17 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 
+# Table-styling rules for the semantic backends' tests, and an intent that meets the currency rule
+# in meaning but shares none of its words.
+LEARNINGS = [
+    ("Show prices as US dollars, no decimal places.", "currency formatting"),
+    ("Heat-map msrp with a warm YlOrBr palette, not green.", "color encoding"),
+    ("Use square corners on every table.", "corner radius"),
+    ("Band alternate rows in light grey.", "row banding"),
+    ("Put the title in sentence case, bold.", "title styling"),
+]
+PARAPHRASE = "money columns: symbols and cents"
+
 
 def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = None,
             cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

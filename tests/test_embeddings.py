@@ -17,18 +17,10 @@ from git_whetstone import config as config_mod, embed, index
 from git_whetstone.capture import capture
 from git_whetstone.errors import WhetstoneError
 from git_whetstone.retrieve import recall
-from tests.helpers import model_dir, run_cli
+from tests.helpers import LEARNINGS, PARAPHRASE, model_dir, run_cli
 
 SKILL = "great-tables"
 BACKEND = "sentence-transformers"
-LEARNINGS = [
-    ("Show prices as US dollars, no decimal places.", "currency formatting"),
-    ("Heat-map msrp with a warm YlOrBr palette, not green.", "color encoding"),
-    ("Use square corners on every table.", "corner radius"),
-    ("Band alternate rows in light grey.", "row banding"),
-    ("Put the title in sentence case, bold.", "title styling"),
-]
-PARAPHRASE = "money columns: symbols and cents"
 
 
 @pytest.fixture(scope="module")
@@ -227,12 +219,12 @@ def test_error_when_a_directory_is_not_a_model(st_env, tmp_path) -> None:
 
 
 def test_a_hand_commit_hook_never_loads_the_model(st_env, store_root) -> None:
-    """The post-commit hook refreshes the index only for the hashing backend: a model takes
-    seconds to load, and a hook must stay quick."""
+    """The post-commit hook refreshes the index only for the backends without a model (hashing,
+    static): a model takes seconds to load, and a hook must stay quick."""
     import os
     import subprocess
     import sys
-    from tests.helpers import git, run_cli
+    from tests.helpers import run_cli
     assert run_cli("capture", "hooked", "Bold the header row", "--scope", "headers").returncode == 0
     store = store_root / "hooked"
     path = next((store / "learnings").glob("*.md"))

