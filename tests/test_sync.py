@@ -171,13 +171,19 @@ def test_a_hand_edit_and_a_capture_to_the_same_scope_file_merge_without_a_confli
     fsck(a.path, b.path, origin)
 
 
-def test_a_real_conflict_stops_with_a_clear_message_and_leaves_both_stores_valid(pair) -> None:
-    a, b, origin = pair
+def clash(a: Machine, b: Machine) -> str:
+    """A and B each change L1's body their own way and commit it; the scope file's name."""
     colors = scope_filename("color encoding")
     for m, palette in ((a, "red"), (b, "orange")):
         path = m.path / "learnings" / colors
         path.write_text(path.read_text().replace("a warm palette\n", f"a warm {palette} palette\n"))
         git(m.path, "commit", "-qam", f"say {palette}")
+    return colors
+
+
+def test_a_real_conflict_stops_with_a_clear_message_and_leaves_both_stores_valid(pair) -> None:
+    a, b, origin = pair
+    colors = clash(a, b)
     b.learn("Bold the header row", "headers")  # a change that merges cleanly rides along
     assert a.sync()["status"] == "pushed"
     before_b, before_a = b.head(), a.head()
@@ -223,11 +229,7 @@ def test_a_real_conflict_stops_with_a_clear_message_and_leaves_both_stores_valid
 
 def test_merge_abort_after_a_conflict_puts_the_store_back_as_it_was(pair) -> None:
     a, b, origin = pair
-    colors = scope_filename("color encoding")
-    for m, palette in ((a, "red"), (b, "orange")):
-        path = m.path / "learnings" / colors
-        path.write_text(path.read_text().replace("a warm palette\n", f"a warm {palette} palette\n"))
-        git(m.path, "commit", "-qam", f"say {palette}")
+    clash(a, b)
     a.sync()
     before = tree_state(b.path)
     assert b.sync()["status"] == "conflict"
