@@ -7,12 +7,12 @@
     python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
     python bench/run.py --backend static --sizes 1000,10000            # the distilled table's
 
-Each store is a real skill store: created by `store.attach`, then every scope file (10 entries per
+Each store is a real skill store: created by `attach`, then every scope file (10 entries per
 scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread over the past year)
 added in one commit by `git fast-import` and checked out. The generated commit is cached (see
 --cache), keyed by this file, the size and the seed. Nothing here calls private library code
-except `index._CACHE` (cleared to simulate a fresh process, read to time the floor dot) and
-`gitbin.commit` (the git floor).
+except `freshness.LIVE` (cleared to simulate a fresh process, read to time the floor dot) and
+`runner.commit` (the git floor).
 
 Figures: index build from scratch, recall (in-process median and p95, after a write, from disk,
 one CLI process), capture (new, reinforced), revise, compact (dry run, applied, again), export,
@@ -286,14 +286,14 @@ class Built:
 
 
 def build_store(skill: str, size: int, seed: int, cfg: Any, cache: Path | None = None) -> Built:
-    """A real store of `size` entries: `store.attach`, then every scope file in one commit written
+    """A real store of `size` entries: `attach`, then every scope file in one commit written
     by `git fast-import` (one pack, no loose objects; a `git add` of 10,000 new files takes ten
     times longer) and checked out. The generated commit is kept under `cache` keyed by everything
     that shapes it (size, seed, this file), so a rerun skips generating it."""
-    from git_whetstone import store
+    from git_whetstone.ops.attach import attach
 
     t0 = time.perf_counter()
-    info = store.attach(skill, config=cfg)
+    info = attach(skill, config=cfg)
     path = Path(info["path"])
     t_attach = time.perf_counter()
     key = hashlib.sha256(Path(__file__).read_bytes() + f"{size}:{seed}".encode()).hexdigest()[:16]
@@ -339,7 +339,7 @@ def build_store(skill: str, size: int, seed: int, cfg: Any, cache: Path | None =
 def generate(size: int, rng: random.Random) -> tuple[bytes, list, list, list[Scope]]:
     """The store's files as a `git fast-import` file list (10 entries per scope, 10% issues, varied
     English rules, recurrences 1-6, last_seen spread over the past year), checked to parse."""
-    from git_whetstone import blocks, store
+    from git_whetstone.format import blocks, layout
 
     n_issues = round(size * ISSUE_SHARE)
     n_learn = size - n_issues
@@ -389,7 +389,7 @@ def generate(size: int, rng: random.Random) -> tuple[bytes, list, list, list[Sco
                     fields = [("scope", scope.phrase), ("provenance", provenance(day, scope))]
                 chunk.append(blocks.render(entry_id, blocks.derive_title(body), fields, body))
                 out.append((entry_id, body, scope.phrase))
-            files[f"{folder}/{store.scope_filename(scope.phrase)}"] = "\n".join(chunk)
+            files[f"{folder}/{layout.scope_filename(scope.phrase)}"] = "\n".join(chunk)
 
     write("learning", scopes, n_learn, learnings)
     write("issue", issue_scopes, n_issues, issues)
@@ -478,10 +478,10 @@ def intents(rng: random.Random, count: int) -> list[str]:
 
 def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argparse.Namespace,
                rng: random.Random) -> tuple[dict[str, Measure], dict[str, float], dict[str, str]]:
-    from git_whetstone import capture as capture_mod
-    from git_whetstone import compact as compact_mod
-    from git_whetstone import gitbin, index, packs, retrieve
-    from git_whetstone.embed import get_embedder
+    from git_whetstone.git import runner
+    from git_whetstone.index import freshness
+    from git_whetstone.ops import capture, compact, recall, revise, share
+    from git_whetstone.semantics.embed import get_embedder
 
     skill = f"bench-{size}"
     built = build_store(skill, size, args.seed, cfg, None if args.no_cache else Path(args.cache))
@@ -496,10 +496,10 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     def drop_index() -> None:
         for p in built.path.glob("index.sqlite*"):
             p.unlink()
-        index._CACHE.clear()
+        freshness.LIVE.clear()
 
     def recall(intent: str) -> dict:
-        return retrieve.recall(skill, intent, config=cfg)
+        return recall.recall(skill, intent, config=cfg)
 
     # floor of a build: embedding every text once, in batches, nothing else
     texts = [b for _, b, _ in built.learnings + built.issues] + sorted({s.phrase for s in built.scopes})
@@ -519,7 +519,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     # a new process's recall with the index warm on disk (what a CLI call pays, minus startup)
     runs = []
     for i in range(few):
-        index._CACHE.clear()
+        freshness.LIVE.clear()
         gc.collect()
         runs.append(clock(lambda: recall(queries[i % len(queries)]))[0])
     figures["recall_disk"] = Measure(runs, f"in-process, cache cleared, index.sqlite warm ({db_size / 2**20:.0f} MiB)")
@@ -538,8 +538,8 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
                                              f"{counts['learnings'] / n:.1f} learnings each")
 
     # floor: one brute-force dot of every vector against the intent's clause vectors
-    snap = next(s for k, s in index._CACHE.items() if k[0] == str(built.path))
-    qv = embedder.embed(retrieve.clauses(queries[0]))
+    snap = next(s for k, s in freshness.LIVE.items() if k[0] == str(built.path))
+    qv = embedder.embed(recall.clauses(queries[0]))
     figures["floor_dot"] = Measure([clock(lambda: (snap.vectors @ qv.T).max(axis=1))[0] for _ in range(n)],
                                    f"{snap.vectors.shape[0]}x{snap.vectors.shape[1]} @ {qv.shape[0]} queries")
 
@@ -548,7 +548,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
 
         def from_disk() -> None:
             for q in queries[:3]:
-                index._CACHE.clear()
+                freshness.LIVE.clear()
                 recall(q)
         profiles["recall_disk"] = profile(from_disk, 3)
 
@@ -564,7 +564,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
         return fill(rng, rng.choice(NOVEL), "")
 
     def capture(body: str, scope: str) -> dict:
-        return capture_mod.capture(skill, "learning", body, scope, "bench: a new correction", config=cfg)
+        return capture.capture(skill, "learning", body, scope, "bench: a new correction", config=cfg)
 
     capture(novel(), rng.choice(built.scopes).phrase)  # warm-up: first write of this process
     runs_all, runs_committed, statuses = [], [], Counter()
@@ -597,7 +597,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
 
     def git_only(i: int) -> None:
         note.write_text(f"{i}\n")
-        gitbin.commit(built.path, f"bench: floor {i}", ["learnings/.bench-floor"])
+        runner.commit(built.path, f"bench: floor {i}", ["learnings/.bench-floor"])
     runs = [clock(lambda: git_only(i))[0] for i in range(n)]
     figures["floor_git"] = Measure(runs, f"git add + git commit of one small file in learnings/ "
                                          f"({len(built.scopes):,} scope files)")
@@ -616,7 +616,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     # 5. revise: reinforce an entry by id (no confirmation needed), as an agent does after recall
     runs, statuses = [], Counter()
     for entry_id, _, _ in rng.sample(built.learnings, n):
-        ms, out = clock(lambda: capture_mod.revise(skill, entry_id, "reinforce", config=cfg))
+        ms, out = clock(lambda: revise.revise(skill, entry_id, "reinforce", config=cfg))
         statuses[out["status"]] += 1
         runs.append(ms)
     figures["revise"] = Measure(runs, "reinforce by id: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
@@ -624,7 +624,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     # 6. export a preference pack
     say("   export")
     target = root.parent / f"{skill}.tar.gz"
-    runs = [clock(lambda: packs.export(skill, str(target), config=cfg))[0]
+    runs = [clock(lambda: share.export(skill, str(target), config=cfg))[0]
             for _ in range(min(few, args.cold_repeat + 1))]
     figures["export"] = Measure(runs, f"{target.stat().st_size / 2**20:.1f} MiB pack")
     target.unlink()
@@ -635,17 +635,17 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
 
     # 8. compact: what the structural pass would do (dry run), doing it, and a second run (nothing left)
     say("   compact")
-    runs = [clock(lambda: compact_mod.compact(skill, dry_run=True, config=cfg))[0]
+    runs = [clock(lambda: compact.compact(skill, dry_run=True, config=cfg))[0]
             for _ in range(min(few, args.cold_repeat))]
     figures["compact_dry"] = Measure(runs, "dry run: plan only")
-    ms, out = clock(lambda: compact_mod.compact(skill, config=cfg))
+    ms, out = clock(lambda: compact.compact(skill, config=cfg))
     kinds = Counter(change.split(" ")[0] for change in out["changes"])
     figures["compact"] = Measure([ms], f"{len(out['changes'])} changes: "
                                        + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
-    ms, out = clock(lambda: compact_mod.compact(skill, config=cfg))
+    ms, out = clock(lambda: compact.compact(skill, config=cfg))
     figures["compact_again"] = Measure([ms], f"{len(out['changes'])} changes the second time")
     if args.profile:
-        profiles["compact_dry"] = profile(lambda: compact_mod.compact(skill, dry_run=True, config=cfg), 1)
+        profiles["compact_dry"] = profile(lambda: compact.compact(skill, dry_run=True, config=cfg), 1)
 
     return figures, {**built.seconds, "source": built.source}, profiles
 
@@ -702,9 +702,9 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
                   rng: random.Random) -> dict[str, Measure]:
     """A model backend's own figures (its cost is the model, not the index): first load, a full
     reindex, recall and capture medians in a warm process, and whole `recall` CLI processes."""
-    from git_whetstone import capture as capture_mod
-    from git_whetstone import hooks, retrieve
-    from git_whetstone.embed import get_embedder
+    from git_whetstone.index import freshness
+    from git_whetstone.ops import capture, hooks, recall
+    from git_whetstone.semantics.embed import get_embedder
 
     figures: dict[str, Measure] = {}
     ms, embedder = clock(lambda: get_embedder(cfg.embedding_backend, cfg.embedding_model).embed(["warm up"]))
@@ -714,13 +714,13 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
     runs = [clock(lambda: hooks.reindex(skill, config=cfg))[0] for _ in range(max(1, args.cold_repeat - 1))]
     figures["reindex_full"] = Measure(runs, f"every entry and scope phrase embedded ({size:,} entries)")
     queries = intents(rng, max(args.repeat, 8))
-    retrieve.recall(skill, queries[0], config=cfg)
-    runs = [clock(lambda: retrieve.recall(skill, queries[i % len(queries)], config=cfg))[0]
+    recall.recall(skill, queries[0], config=cfg)
+    runs = [clock(lambda: recall.recall(skill, queries[i % len(queries)], config=cfg))[0]
             for i in range(args.repeat)]
     figures["recall_inproc"] = Measure(runs, "warm process")
     runs, statuses = [], Counter()
     for _ in range(args.repeat):
-        ms, out = clock(lambda: capture_mod.capture(skill, "learning", fill(rng, rng.choice(NOVEL), ""),
+        ms, out = clock(lambda: capture.capture(skill, "learning", fill(rng, rng.choice(NOVEL), ""),
                                                     rng.choice(built.scopes).phrase, "bench", config=cfg))
         statuses[out["status"]] += 1
         runs.append(ms)
@@ -889,7 +889,7 @@ def main(argv: list[str] | None = None) -> int:
     env = dict(os.environ)
 
     import git_whetstone
-    from git_whetstone import config
+    from git_whetstone.base import config
 
     # Measure the program as installed: an installed package has bytecode, but an editable checkout
     # under PYTHONDONTWRITEBYTECODE would compile every module in every CLI process.

@@ -5,6 +5,10 @@ text by default, and with `--json` exactly the JSON the MCP tool returns. Librar
 imported inside the commands so `git whetstone -h` never pays for numpy, let alone mcp or torch.
 Exit codes: 0 the call ran (whatever its status), 1 runtime failure, 2 bad usage or input, each
 failure with one line on stderr.
+
+Why one long file: it is a list of ~30 commands of 15-30 lines each (options, help text, one
+call, rendering), read top to bottom like the man page it mirrors; `git whetstone -h` loads this
+one module and click, nothing else.
 """
 from __future__ import annotations
 
@@ -16,7 +20,7 @@ from typing import Any, Callable
 import click
 
 from . import __version__
-from .errors import WhetstoneError
+from .base.errors import WhetstoneError
 
 CONTEXT = {"help_option_names": ["-h", "--help"], "max_content_width": 100}
 
@@ -29,7 +33,7 @@ class State:
 
     def config(self):
         if self._config is None:
-            from .config import load
+            from .base.config import load
             self._config = load(self.store_root)
         return self._config
 
@@ -81,7 +85,7 @@ def attach(state: State, skill: str, skill_path: str | None, as_json: bool) -> N
     Example:
       git whetstone attach great-tables
     """
-    from .store import attach as run_attach
+    from .ops.attach import attach as run_attach
     result = run_attach(skill, skill_path, config=state.config())
     emit(state, as_json, result, lambda r: click.echo(
         f"{'created' if r['created'] else 'already attached'}: {r['skill']} at {r['path']}"))
@@ -102,7 +106,7 @@ def recall(state: State, skill: str, intent: str, learnings_k: int | None, as_js
     Example:
       git whetstone recall great-tables "styling a gtcars table: currency formatting, color encoding"
     """
-    from .retrieve import recall as run_recall
+    from .ops.recall import recall as run_recall
     result = run_recall(skill, intent, learnings_k, config=state.config())
     emit(state, as_json, result, _show_recall)
 
@@ -156,7 +160,7 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, proven
       git whetstone capture great-tables "Heat-map msrp with a warm palette" --scope "color encoding"
       git whetstone capture great-tables "Never round table corners" --scope corners --issue
     """
-    from .capture import capture as run_capture
+    from .ops.capture import capture as run_capture
     result = run_capture(skill, "issue" if issue else "learning", body, scope, provenance, run_id, confirm,
                          config=state.config())
     emit(state, as_json, result, _show_write)
@@ -193,7 +197,7 @@ def revise(state: State, skill: str, entry_id: str, action: str, body: str | Non
       git whetstone revise great-tables L3 reinforce
       git whetstone revise great-tables L3 promote --confirm
     """
-    from .capture import revise as run_revise
+    from .ops.revise import revise as run_revise
     result = run_revise(skill, entry_id, action, body, scope, run_id, confirm, config=state.config())
     emit(state, as_json, result, _show_write)
 
@@ -204,7 +208,7 @@ def revise(state: State, skill: str, entry_id: str, action: str, body: str | Non
 @click.pass_obj
 def metrics(state: State, skill: str | None, as_json: bool) -> None:
     """Print how the loop is doing for SKILL (or every skill): runs, captures, repeats."""
-    from .metrics import metrics as run_metrics
+    from .ops.metrics import metrics as run_metrics
     result = run_metrics(skill, config=state.config())
     emit(state, as_json, result, _show_metrics)
 
@@ -244,7 +248,7 @@ def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json
       git whetstone compact great-tables --dry-run
       git whetstone compact --all
     """
-    from .compact import compact as run_compact, compact_all
+    from .ops.compact import compact as run_compact, compact_all
     if every == bool(skill):
         raise click.UsageError("give a SKILL or --all")
     result = compact_all(dry_run=dry_run, config=state.config()) if every else \
@@ -288,7 +292,7 @@ def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: s
       git whetstone promote great-tables L3
       git whetstone promote --cluster C-1a2b3c4d --yes
     """
-    from .promote import promote as run_promote, promote_cluster
+    from .ops.global_layer import promote as run_promote, promote_cluster
     if bool(cluster_id) == bool(skill and entry_id) or (cluster_id and (skill or entry_id)):
         raise click.UsageError("give SKILL and ID, or --cluster CID")
     what = f"cluster {cluster_id}" if cluster_id else f"{entry_id} of {skill}"
@@ -311,7 +315,7 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
     Checks the store, its markdown, hooks, the index, the embedding backend, and whether recalls
     and captures are landing; prints how to wire the agent host when the loop looks dead.
     """
-    from .doctor import doctor as run_doctor
+    from .ops.doctor import doctor as run_doctor
     result = run_doctor(skill, config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -358,7 +362,7 @@ def export(state: State, skill: str, output: str | None, fmt: str, min_weight: f
       git whetstone export great-tables --format agents-md -o AGENTS.md
       git whetstone export great-tables --format cursor-rule -o .cursor/rules/tables.mdc
     """
-    from .packs import export as run_export
+    from .ops.share import export as run_export
     result = run_export(skill, output, fmt, min_weight=min_weight, config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -401,7 +405,7 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
       git whetstone import great-tables tables.tar.gz --replace
       git whetstone import great-tables AGENTS.md --from agents-md
     """
-    from .packs import PROGRESS_MIN, import_pack
+    from .ops.share import PROGRESS_MIN, import_pack
     bar = _ProgressBar("importing", PROGRESS_MIN) if sys.stderr.isatty() else None
     try:
         result = import_pack(skill, source, mode, dry_run, fmt, progress=bar, config=state.config())
@@ -447,7 +451,7 @@ class _ProgressBar:
 @click.pass_obj
 def list_(state: State, as_json: bool) -> None:
     """List the skills that have a store, with their entry counts."""
-    from .browse import list_stores
+    from .ops.browse import list_stores
     result = list_stores(config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -465,7 +469,7 @@ def list_(state: State, as_json: bool) -> None:
 @click.pass_obj
 def show(state: State, skill: str, entry_id: str | None, as_json: bool) -> None:
     """Print SKILL's learnings and issues (or just entry ID) with their metadata."""
-    from .browse import show as run_show
+    from .ops.browse import show as run_show
     result = run_show(skill, entry_id, config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -492,7 +496,7 @@ def _indent(text: str) -> str:
 @click.pass_obj
 def path(state: State, skill: str, as_json: bool) -> None:
     """Print the directory of SKILL's store (e.g. cd "$(git whetstone path great-tables)")."""
-    from .browse import path as run_path
+    from .ops.browse import path as run_path
     result = run_path(skill, config=state.config())
     emit(state, as_json, result, lambda r: click.echo(r["path"]))
 
@@ -510,7 +514,7 @@ def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_
     Example:
       git whetstone log great-tables -p
     """
-    from .browse import history, path as run_path
+    from .ops.browse import history, path as run_path
     if as_json or state.as_json:
         emit(state, True, history(skill, max_count, config=state.config()), lambda r: None)
         return
@@ -539,7 +543,7 @@ def validate(state: State, skill: str, staged: bool, as_json: bool) -> None:
       git whetstone validate great-tables
       git whetstone validate great-tables --staged
     """
-    from .validation import validate as run_validate
+    from .ops.edit import validate as run_validate
     result = run_validate(skill, staged, config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -567,7 +571,7 @@ def reindex(state: State, skill: str, as_json: bool) -> None:
     Never needed for correctness (every read brings the index up to date); useful after changing
     the embedding backend by hand or to measure a cold build.
     """
-    from .hooks import reindex as run_reindex
+    from .ops.hooks import reindex as run_reindex
     result = run_reindex(skill, config=state.config())
     emit(state, as_json, result, lambda r: click.echo(
         f"reindexed {r['skill']}: {_count(r['learnings'], 'learning')}, {_count(r['issues'], 'issue')} in "
@@ -593,7 +597,7 @@ def edit(state: State, skill: str, scope: str | None, issue: bool, as_json: bool
       git whetstone edit great-tables "color encoding"
       EDITOR=nano git whetstone edit great-tables "corner radius" --issue
     """
-    from .edit import edit as run_edit
+    from .ops.edit import edit as run_edit
 
     def ask(errors: list) -> bool:
         for error in errors:
@@ -655,7 +659,7 @@ def hooks_install(state: State, skill: str | None, every: bool, force: bool, as_
     Example:
       git whetstone hooks install --all
     """
-    from .hooks import install
+    from .ops.hooks import install
     result = install(skill, every, force, config=state.config())
     emit(state, as_json, result, _show_hooks)
     if not result["ok"]:
@@ -671,7 +675,7 @@ def hooks_uninstall(state: State, skill: str | None, every: bool, force: bool, a
 
     Only whetstone's shims are removed; attach will not put them back until hooks install.
     """
-    from .hooks import uninstall
+    from .ops.hooks import uninstall
     result = uninstall(skill, every, force, config=state.config())
     emit(state, as_json, result, _show_hooks)
     if not result["ok"]:
@@ -686,7 +690,7 @@ def hook(name: str, args: tuple[str, ...]) -> None:
 
     pre-commit exits 1 to refuse a commit; the others always exit 0.
     """
-    from .hooks import run_hook
+    from .ops.hooks import run_hook
     raise SystemExit(run_hook(name, list(args)))
 
 
@@ -713,7 +717,7 @@ def remote(state: State, skill: str, action: str | None, target: str | None, nam
       git whetstone remote great-tables add git@example.com:me/tables-taste.git --name laptop
       git whetstone remote great-tables remove laptop
     """
-    from .sync import remote as run_remote
+    from .ops.remotes import remote as run_remote
     result = run_remote(skill, action, target, name, config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -751,7 +755,7 @@ def sync(state: State, skill: str | None, every: bool, remote_name: str | None, 
       git whetstone sync great-tables
       git whetstone sync --all          # from cron, or at the start of a session
     """
-    from .sync import sync as run_sync
+    from .ops.sync import sync as run_sync
     result = run_sync(skill, every, remote_name, config=state.config())
 
     def human(r: dict[str, Any]) -> None:
@@ -775,7 +779,7 @@ def merge_driver(kind: str, base: str, ours: str, theirs: str, marker_size: str,
     KIND is blocks (a scope file) or ids (next_ids.json); BASE, OURS and THEIRS are git's temporary
     files and the result is written over OURS. Exits 1 when a conflict is left.
     """
-    from .merge import run_driver
+    from .ops.drivers import run_driver
     raise SystemExit(run_driver(kind, base, ours, theirs, marker_size, path))
 
 
@@ -789,7 +793,7 @@ def install_man(state: State, directory: str | None, as_json: bool) -> None:
 
     Then 'git help whetstone' and 'git whetstone --help' open it.
     """
-    from .resources import install_man as run_install_man
+    from .base.resources import install_man as run_install_man
     result = run_install_man(directory)
     emit(state, as_json, result, lambda r: click.echo(f"installed {r['path']}"))
 
@@ -805,8 +809,19 @@ def mcp(state: State) -> None:
     """
     if state.store_root:  # the server's tools load the config per call, so pass the choice on
         os.environ["WHETSTONE_STORE_ROOT"] = state.store_root
-    from mcp_entry.server import main as serve
-    serve()
+    serve_mcp()
+
+
+def serve_mcp() -> None:
+    """Become the MCP server (`python -m mcp_entry.server`): the same process, so the host's pipes
+    stay as they are; the server is a door of its own, which this one does not import."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(sys.executable, [sys.executable, "-m", "mcp_entry.server"])
+    except OSError as exc:
+        raise WhetstoneError(f"cannot start the MCP server ({sys.executable} -m mcp_entry.server): "
+                             f"{exc.strerror or exc}", exit_code=1) from None
 
 
 # --- entry points ---------------------------------------------------------------------------------

@@ -22,7 +22,7 @@ from mcp.types import CallToolResult, TextContent
 from pydantic import Field
 
 from git_whetstone import __version__
-from git_whetstone.errors import WhetstoneError
+from git_whetstone.base.errors import WhetstoneError
 
 INSTRUCTIONS = (
     "whetstone remembers one person's taste for each AI skill: learnings (weighted preferences) and "
@@ -88,7 +88,7 @@ def attach(
     """Create a skill's memory (a git repository of markdown learnings and issues) if it does not exist
     yet; calling it again is harmless. Optional: capture creates the store on first use too. Returns
     {skill, path, created, status: attached | already_attached}."""
-    from git_whetstone.store import attach as run_attach
+    from git_whetstone.ops.attach import attach as run_attach
     return _call(run_attach, skill, path)
 
 
@@ -105,7 +105,7 @@ def recall(
     dimension. Apply every returned issue as mandatory; apply learnings by weight (0-1: follow strong
     ones by default, weigh weak ones against the request). Keep run_id for capture and revise, and use
     the ids shown here with revise. An unknown skill gives empty lists, not an error."""
-    from git_whetstone.retrieve import recall as run_recall
+    from git_whetstone.ops.recall import recall as run_recall
     return _call(run_recall, skill, intent, learnings_k)
 
 
@@ -131,7 +131,7 @@ def capture(
     on it if the user changed their mind). If status is needs_confirmation, ask the user the prompt
     and call again with the same arguments plus confirm; if it carries a promotion question, ask the user
     and answer it with revise. Relay the returned confirmation to the user."""
-    from git_whetstone.capture import capture as run_capture
+    from git_whetstone.ops.capture import capture as run_capture
     return _call(run_capture, skill, polarity, body, scope, provenance, run_id, confirm)
 
 
@@ -152,7 +152,7 @@ def revise(
     a hard rule, demote an issue, or remove it. remove, promote and demote first return
     needs_confirmation: ask the user the prompt, then call again with confirm. Relay the returned
     confirmation to the user."""
-    from git_whetstone.capture import revise as run_revise
+    from git_whetstone.ops.revise import revise as run_revise
     return _call(run_revise, skill, entry_id, action, body, scope, run_id, confirm)
 
 
@@ -163,7 +163,7 @@ def metrics(
     """How the recall/capture loop is doing, per skill: runs, learnings surfaced per run, captures by
     status, the weekly rate of corrections that repeated an earlier one, and how many learnings
     survived. Read-only; use it when the user asks whether whetstone is working."""
-    from git_whetstone.metrics import metrics as run_metrics
+    from git_whetstone.ops.metrics import metrics as run_metrics
     return _call(run_metrics, skill)
 
 

@@ -223,7 +223,7 @@ PAIRS = [
 def report(path: Path, model) -> None:
     """Cosines of the new table beside the model's own, on PAIRS."""
     sys.path.insert(0, str(REPO))
-    from git_whetstone.embed import StaticEmbedder
+    from git_whetstone.semantics.embed import StaticEmbedder
     static = StaticEmbedder(path)
     print(f"{'static':>7} {'MiniLM':>7}  pair", file=sys.stderr)
     for a, b in PAIRS:

@@ -32,9 +32,10 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", "hashing")
     for key, value in GIT_IDENTITY.items():
         monkeypatch.setenv(key, value)
-    from git_whetstone import gitbin, index
-    index._CACHE.clear()
-    gitbin._CONFIGURED.clear()
+    from git_whetstone.git import runner
+    from git_whetstone.index import freshness
+    freshness.LIVE.clear()
+    runner._CONFIGURED.clear()
     return root
 
 

@@ -73,7 +73,7 @@ class Machine:
     library and the CLI run there."""
 
     def __init__(self, root: Path, skill: str = "great-tables") -> None:
-        from git_whetstone import config
+        from git_whetstone.base import config
 
         self.root, self.skill = root, skill
         self.config = config.load(store_root=root)
@@ -83,7 +83,7 @@ class Machine:
         return self.root / self.skill
 
     def learn(self, body: str, scope: str, kind: str = "learning") -> dict:
-        from git_whetstone.capture import capture
+        from git_whetstone.ops.capture import capture
 
         result = capture(self.skill, kind, body, scope, "said so", config=self.config)
         assert result["status"] in ("committed", "reinforced"), result
@@ -94,7 +94,7 @@ class Machine:
 
     def entries(self) -> dict[str, tuple[str, int | None]]:
         """rule → (id, recurrence) of every entry."""
-        from git_whetstone.browse import show
+        from git_whetstone.ops.browse import show
 
         found = show(self.skill, config=self.config)
         assert not found["warnings"], found["warnings"]

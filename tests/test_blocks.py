@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, assume, given, settings
 from hypothesis import strategies as st
 
-from git_whetstone import blocks
-from git_whetstone.blocks import DOT, FormatError
+from git_whetstone.format import blocks, markdown
+from git_whetstone.format.blocks import DOT, FormatError
 
 FIXTURES = Path(__file__).parent / "fixtures" / "blocks"
 VALID = sorted((FIXTURES / "valid").glob("*.md"))
@@ -196,7 +196,7 @@ def test_earlier_implementation_file_reads_unchanged():
                                                          "currency formatting")
     assert (l3.id, l3.recurrence, len(l3.provenance)) == ("L3", 5, 2)
     assert l3.body == "Negatives in parentheses, e.g. (1,200) rather than -1,200."
-    assert blocks.validate(text, f"learnings/{path.name}", "learnings") == []
+    assert markdown.validate(text, f"learnings/{path.name}", "learnings") == []
 
 
 def test_file_without_final_newline_reads_and_gains_one_on_write():
@@ -227,7 +227,7 @@ def test_crlf_file_reads_exactly_like_its_lf_twin():
     assert text == twin.replace("\n", "\r\n") and no_bare_lf(text)
     got = [(b.id, b.title, b.fields, b.body, b.line) for b in parse_ok(text, "learnings")]
     assert got == [(b.id, b.title, b.fields, b.body, b.line) for b in parse_ok(twin, "learnings")]
-    assert blocks.validate(text, "learnings/crlf.md", "learnings") == []
+    assert markdown.validate(text, "learnings/crlf.md", "learnings") == []
 
 
 def test_crlf_file_keeps_crlf_through_every_write():
@@ -377,7 +377,7 @@ def test_append_to_an_empty_or_blank_file_is_the_block_alone():
 def test_invalid_fixture_reports_exactly_the_expected_errors(path: Path):
     shown, folder, expected = expected_errors(path)
     text = read(path)
-    got = [str(e) for e in blocks.validate(text, shown, folder)]
+    got = [str(e) for e in markdown.validate(text, shown, folder)]
     assert got == expected
     assert [str(e) for e in blocks.parse(text, shown, folder).errors] == expected
     for line in got:
@@ -424,7 +424,7 @@ def test_blocks_with_errors_are_left_out_and_their_neighbours_kept():
     ("# My learnings\n\n" + learning(), 1, "text before the first block"),
 ])
 def test_single_error_cases(text: str, line: int, message: str):
-    errors = blocks.validate(text, "learnings/t.md", "learnings")
+    errors = markdown.validate(text, "learnings/t.md", "learnings")
     assert errors, text
     assert (errors[0].line, errors[0].path) == (line, "learnings/t.md"), [str(e) for e in errors]
     assert message in errors[0].message
@@ -432,7 +432,7 @@ def test_single_error_cases(text: str, line: int, message: str):
 
 def test_conflict_markers_are_found_wherever_they_are():
     text = learning() + "\n<<<<<<< ours\n" + learning("L2") + "=======\n" + learning("L3") + ">>>>>>> theirs\n"
-    lines = {e.line for e in blocks.validate(text, "t.md", "learnings")
+    lines = {e.line for e in markdown.validate(text, "t.md", "learnings")
              if e.message == "unresolved merge conflict marker"}
     all_lines = text.split("\n")
     assert lines == {i + 1 for i, l in enumerate(all_lines) if l[:7] in ("<<<<<<<", "=======", ">>>>>>>")}
@@ -443,12 +443,12 @@ def test_two_versions_of_a_block_between_conflict_markers_are_reported_as_the_ma
     duplicate id, nor text before the first block when the conflict opens the file."""
     text = ("<<<<<<< ours\n" + learning("L1", "Red palette.") + "=======\n" + learning("L1", "Orange palette.")
             + ">>>>>>> theirs\n\n" + learning("L2"))
-    errors = blocks.validate(text, "t.md", "learnings")
+    errors = markdown.validate(text, "t.md", "learnings")
     assert [(e.line, e.message) for e in errors] == [(1, "unresolved merge conflict marker"),
                                                      (9, "unresolved merge conflict marker"),
                                                      (17, "unresolved merge conflict marker")]
     twice = learning("L1") + "\n" + learning("L1", "Another body.")  # outside markers it is a duplicate
-    assert [e.message for e in blocks.validate(twice, "t.md", "learnings")] == ["duplicate id L1 (also at line 1)"]
+    assert [e.message for e in markdown.validate(twice, "t.md", "learnings")] == ["duplicate id L1 (also at line 1)"]
 
 
 def test_valid_things_that_look_risky_are_accepted():
@@ -457,7 +457,7 @@ def test_valid_things_that_look_risky_are_accepted():
                  "Use `#` for comments, C# and F# are fine", "Text with - a dash and ## inside a line",
                  "~~~\n===\n~~~", "Text\n\n> quoted\n---", "-x is not a list item"]:
         text = learning(body=body)
-        assert blocks.validate(text, "t.md", "learnings") == [], body
+        assert markdown.validate(text, "t.md", "learnings") == [], body
         (block,) = parse_ok(text, "learnings")
         assert block.body == body
 
@@ -468,7 +468,7 @@ def test_valid_things_that_look_risky_are_accepted():
 def test_line_reader_and_mistune_agree_on_valid_fixture(path: Path):
     text = read(path)
     found = parse_ok(text, folder_of(text))
-    view = blocks.markdown_view(text)
+    view = markdown.markdown_view(text)
     assert len(view) == len(found)
     for block, (heading, items, has_body) in zip(found, view):
         assert heading.startswith(f"{block.id} {DOT} ")
@@ -480,7 +480,7 @@ def test_line_reader_and_mistune_agree_on_valid_fixture(path: Path):
 @pytest.mark.parametrize("path", INVALID, ids=lambda p: p.name)
 def test_invalid_fixture_is_refused_by_validate(path: Path):
     _, folder, _ = expected_errors(path)
-    assert blocks.validate(read(path), "x.md", folder)
+    assert markdown.validate(read(path), "x.md", folder)
 
 
 @pytest.mark.parametrize(("body", "why"), [
@@ -494,7 +494,7 @@ def test_reader_errors_for_markdown_structure_are_what_mistune_really_sees(body:
     """The reader's markdown-structure errors are real: mistune reads these blocks differently."""
     text = learning("L1", body) + "\n" + learning("L2", "Second rule.")
     assert blocks.parse(text, "t.md", "learnings").errors
-    view = blocks.markdown_view(text)
+    view = markdown.markdown_view(text)
     if why == "items":
         assert len(view[0][1]) == 5  # the body became a fifth metadata item
     elif why == "nobody":
@@ -517,14 +517,14 @@ def test_whatever_the_line_reader_accepts_mistune_reads_the_same_way(parts: list
     text = learning("L1", body) + "\n" + learning("L2", "End.")
     parsed = blocks.parse(text, "t.md", "learnings")
     if parsed.errors:
-        assert blocks.validate(text, "t.md", "learnings")
+        assert markdown.validate(text, "t.md", "learnings")
         return
-    view = blocks.markdown_view(text)
+    view = markdown.markdown_view(text)
     assert len(view) == len(parsed.blocks) == 2
     for block, (_, items, has_body) in zip(parsed.blocks, view):
         assert [i.split(":", 1)[0] for i in items] == [k for k, _ in block.fields]
         assert has_body
-    assert blocks.validate(text, "t.md", "learnings") == []
+    assert markdown.validate(text, "t.md", "learnings") == []
 
 
 # --- titles ---------------------------------------------------------------------------------------
@@ -629,7 +629,7 @@ _SCOPE = st.text(_CHAR, min_size=1, max_size=60).map(lambda s: " ".join(s.split(
 def test_render_then_parse_gives_the_entry_back(kind, number, body, scope, recurrence, provenance, days):
     import unicodedata
 
-    from git_whetstone.capture import clean_body, clean_scope
+    from git_whetstone.ops.inputs import clean_body, clean_scope
 
     body = unicodedata.normalize("NFC", body)
     scope = unicodedata.normalize("NFC", scope)
@@ -651,7 +651,7 @@ def test_render_then_parse_gives_the_entry_back(kind, number, body, scope, recur
     assert (block.id, block.title, block.fields, block.body) == (bid, title, tuple(fields), body)
     assert block.provenance == provenance and block.scope == scope
     assert blocks.render(block.id, block.title, block.fields, block.body) == text == block.raw
-    assert blocks.validate(text, "t.md") == []
+    assert markdown.validate(text, "t.md") == []
 
 
 # --- capture never writes a body the format cannot hold ---------------------------------------------
@@ -661,9 +661,9 @@ def test_render_then_parse_gives_the_entry_back(kind, number, body, scope, recur
 def test_capture_refuses_a_body_the_block_format_cannot_hold(body: str):
     """A body that starts with a '-' list item or holds an underlined heading would be written, then read
     as metadata or a heading (mistune agrees), dropped on read and refused by validation."""
-    from git_whetstone.capture import clean_body
-    from git_whetstone.errors import WhetstoneError
+    from git_whetstone.ops.inputs import clean_body
+    from git_whetstone.base.errors import WhetstoneError
 
-    assert blocks.validate(learning("L1", body), "t.md", "learnings")
+    assert markdown.validate(learning("L1", body), "t.md", "learnings")
     with pytest.raises(WhetstoneError):
         clean_body(body)

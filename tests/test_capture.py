@@ -6,10 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone import config as config_mod
-from git_whetstone.capture import capture, revise
-from git_whetstone.errors import WhetstoneError
-from git_whetstone.retrieve import recall
+from git_whetstone.base import config as config_mod
+from git_whetstone.ops.capture import capture
+from git_whetstone.ops.revise import revise
+from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.ops.recall import recall
 from tests.helpers import git, tree_state
 
 SKILL = "great-tables"
@@ -189,7 +190,7 @@ def test_supervision_modes_behave_differently(store_root: Path) -> None:
 def test_grey_zone_asks_in_balanced_and_commits_in_autonomous(store_root: Path) -> None:
     body = "Use a warm palette for heat maps"
     near = "Warm colours for the heat map of prices"
-    from git_whetstone.embed import get_embedder
+    from git_whetstone.semantics.embed import get_embedder
     a, b = get_embedder("hashing").embed([body, near])
     conf = cfg()
     sim = float(a @ b)

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone.retrieve import recall
+from git_whetstone.ops.recall import recall
 from tests.helpers import git, run_cli, tree_state
 
 SKILL = "great-tables"

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone import config
-from git_whetstone.config import DEFAULT_THRESHOLDS, THRESHOLD_NAMES, Config, load
-from git_whetstone.errors import WhetstoneError
+from git_whetstone.base import config
+from git_whetstone.base.config import DEFAULT_THRESHOLDS, THRESHOLD_NAMES, Config, load
+from git_whetstone.base.errors import WhetstoneError
 
 from .helpers import run_cli
 

@@ -13,10 +13,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from git_whetstone import config as config_mod, embed, index
-from git_whetstone.capture import capture
-from git_whetstone.errors import WhetstoneError
-from git_whetstone.retrieve import recall
+from git_whetstone.base import config as config_mod
+from git_whetstone.index import cache, freshness
+from git_whetstone.semantics import embed
+from git_whetstone.ops.capture import capture
+from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.ops.recall import recall
 from tests.helpers import LEARNINGS, PARAPHRASE, model_dir, run_cli
 
 SKILL = "great-tables"
@@ -61,13 +63,13 @@ def fill(config: config_mod.Config | None = None) -> dict[str, str]:
 def embedded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     """(backend identity, texts) for every batch the index embeds."""
     calls: list[tuple[str, int]] = []
-    real = index._embed
+    real = cache.embed_all
 
     def counting(texts, embedder):
         calls.append((embedder.identity, len(texts)))
         return real(texts, embedder)
 
-    monkeypatch.setattr(index, "_embed", counting)
+    monkeypatch.setattr(cache, "embed_all", counting)
     return calls
 
 
@@ -115,7 +117,7 @@ def test_switching_backends_embeds_only_what_is_missing(st_env, embedded, st) ->
     assert embedded == []
 
     capture(SKILL, "learning", "Right-align numeric columns.", "column alignment", "x", config=hashing())
-    index._CACHE.clear()  # as a new process would
+    freshness.LIVE.clear()  # as a new process would
     embedded.clear()
     recall(SKILL, "styling a table")  # only the new entry (and its scope phrase) is embedded
     assert embedded and all(who == st.identity for who, _ in embedded)
@@ -124,7 +126,7 @@ def test_switching_backends_embeds_only_what_is_missing(st_env, embedded, st) ->
 
 def test_reindex_uses_the_configured_backend(st_env, st) -> None:
     fill(hashing())
-    from git_whetstone.hooks import reindex
+    from git_whetstone.ops.hooks import reindex
     result = reindex(SKILL)
     assert result["backend"] == st.identity and result["learnings"] == len(LEARNINGS)
 
@@ -143,12 +145,12 @@ def test_progress_bar_only_on_a_terminal_and_for_many_texts(st, monkeypatch, cap
         def flush(self):
             pass
 
-    texts = [f"rule number {i} about tables" for i in range(index.PROGRESS_OVER + 5)]
-    plain = index._embed(texts, st)
+    texts = [f"rule number {i} about tables" for i in range(cache.PROGRESS_OVER + 5)]
+    plain = cache.embed_all(texts, st)
     assert capsys.readouterr().err == ""
     tty = Tty()
     monkeypatch.setattr(sys, "stderr", tty)
-    barred = index._embed(texts, st)
+    barred = cache.embed_all(texts, st)
     assert "embedding 305 entries" in tty.text
     assert np.allclose(plain, barred, atol=1e-5)
 

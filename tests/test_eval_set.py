@@ -11,8 +11,8 @@ import os
 
 import pytest
 
-from git_whetstone.config import Config, load
-from git_whetstone.embed import content_words
+from git_whetstone.base.config import Config, load
+from git_whetstone.semantics.words import content_words
 from tests.eval import run
 
 DATA = run.load_set()

@@ -15,13 +15,17 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone import blocks, hooks
-from git_whetstone import config as config_mod
-from git_whetstone.capture import capture
-from git_whetstone.retrieve import recall
-from git_whetstone.store import Store, attach, scope_filename
+from git_whetstone.format import blocks
+from git_whetstone.base import resources
+from git_whetstone.ops import hooks
+from git_whetstone.base import config as config_mod
+from git_whetstone.ops.capture import capture
+from git_whetstone.ops.recall import recall
+from git_whetstone.store.store import Store
+from git_whetstone.ops.attach import attach
+from git_whetstone.format.layout import scope_filename
 
-from .helpers import git, run_cli, tree_state
+from .helpers import REPO, git, run_cli, tree_state
 
 SKILL = "great-tables"
 BIN = Path(sys.executable).parent
@@ -129,7 +133,7 @@ def test_a_shim_written_for_a_bare_python_runs_the_package_from_where_it_was(sto
     """Without a git-whetstone beside the installing Python (python -m git_whetstone from a
     checkout), the shim runs that Python on the package's directory."""
     store = new_store()
-    monkeypatch.setattr(hooks, "_installer", lambda: (sys.executable, str(Path(hooks.__file__).parent.parent)))
+    monkeypatch.setattr(resources, "launcher", lambda: (sys.executable, str(REPO)))
     hooks.install_store(Store.open(config_mod.load(), SKILL))
     shim = (store / ".git" / "hooks" / "pre-commit").read_text()
     assert f"whetstone_exe={sys.executable}" in shim and "whetstone_path=/" in shim

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone import index, watch
-from git_whetstone.capture import capture
-from git_whetstone.embed import get_embedder
-from git_whetstone.retrieve import recall
-from git_whetstone.store import Store
-from git_whetstone import config as config_mod
+from git_whetstone.index import freshness, watch
+from git_whetstone.ops.capture import capture
+from git_whetstone.semantics.embed import get_embedder
+from git_whetstone.ops.recall import recall
+from git_whetstone.store.store import Store
+from git_whetstone.base import config as config_mod
 from tests.helpers import git
 
 SKILL = "great-tables"
@@ -26,7 +26,7 @@ def _answers() -> list:
 
 
 def _fresh() -> list:
-    index._CACHE.clear()  # as a new process would
+    freshness.LIVE.clear()  # as a new process would
     return _answers()
 
 
@@ -102,7 +102,7 @@ def test_a_reindex_elsewhere_is_picked_up_by_a_process_holding_the_old_index(sto
     _store(store_root)
     for _ in range(3):
         _answers()
-    snap = next(iter(index._CACHE.values()))
+    snap = next(iter(freshness.LIVE.values()))
     assert snap.db is not None  # a long-lived process keeps its connection
     for suffix in ("", "-wal", "-shm"):  # another process throws the index away and rebuilds it
         (store_root / SKILL / f"index.sqlite{suffix}").unlink(missing_ok=True)
@@ -113,10 +113,10 @@ def test_a_reindex_elsewhere_is_picked_up_by_a_process_holding_the_old_index(sto
 
 def test_entries_load_lazily_and_read_back_exactly(store_root: Path) -> None:
     _store(store_root)
-    before = {e.id: e for e in index.snapshot(Store.open(config_mod.load(), SKILL),
+    before = {e.id: e for e in freshness.snapshot(Store.open(config_mod.load(), SKILL),
                                                 get_embedder("hashing")).entries if e}
-    index._CACHE.clear()
-    snap = index.snapshot(Store.open(config_mod.load(), SKILL), get_embedder("hashing"))
+    freshness.LIVE.clear()
+    snap = freshness.snapshot(Store.open(config_mod.load(), SKILL), get_embedder("hashing"))
     assert all(rows._entries is None for rows in snap.files.values())  # nothing parsed by loading
     assert {e.id: e for e in snap.entries if e} == before
     assert snap.count == 3 and sorted(snap.by_id) == ["I1", "L1", "L2"]

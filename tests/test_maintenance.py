@@ -4,8 +4,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from git_whetstone import blocks
-from git_whetstone.store import scope_filename
+from git_whetstone.format import blocks
+from git_whetstone.format.layout import scope_filename
 from tests.helpers import git, run_cli, tree_state
 
 

@@ -23,8 +23,8 @@ from mcp import ClientSession, StdioServerParameters
 from mcp.client.stdio import stdio_client
 
 import git_whetstone
-from git_whetstone.capture import capture as lib_capture
-from git_whetstone.errors import WhetstoneError
+from git_whetstone.ops.capture import capture as lib_capture
+from git_whetstone.base.errors import WhetstoneError
 
 from .conftest import GIT_IDENTITY
 from .helpers import REPO, git, run_cli, tree_state

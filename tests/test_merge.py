@@ -14,8 +14,11 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from git_whetstone import blocks, hooks, merge
-from git_whetstone.store import Store, attach, scope_filename
+from git_whetstone.format import blocks, markdown, merging
+from git_whetstone.ops import drivers, hooks
+from git_whetstone.store.store import Store
+from git_whetstone.ops.attach import attach
+from git_whetstone.format.layout import scope_filename
 
 from .helpers import Machine, bare, git, run_cli
 
@@ -45,7 +48,7 @@ def test_both_reinforcements_and_every_provenance_line_are_kept() -> None:
     base = scope_text(learning("L1", "Warm palette", recurrence=2, provenance=("one",)))
     ours = scope_text(learning("L1", "Warm palette", recurrence=3, last_seen="2026-11-05", provenance=("one", "a")))
     theirs = scope_text(learning("L1", "Warm palette", recurrence=3, last_seen="2026-11-09", provenance=("one", "b")))
-    text, conflicts = merge.merge_scope(base, ours, theirs, "learnings/x.md")
+    text, conflicts = merging.merge_scope(base, ours, theirs, "learnings/x.md")
     assert conflicts == [] and text == learning("L1", "Warm palette", recurrence=4, last_seen="2026-11-09",
                                                  provenance=("one", "a", "b"))
 
@@ -55,7 +58,7 @@ def test_a_body_edited_on_one_side_and_reinforced_on_the_other_keeps_both_change
     ours = scope_text(learning("L1", "Warm YlOrBr palette"), learning("L2", "Dollars"))
     theirs = scope_text(learning("L1", "Warm palette", recurrence=2, last_seen="2026-11-03"), learning("L2", "Dollars"),
                         learning("L3", "Bold headers"))
-    text, conflicts = merge.merge_scope(base, ours, theirs, "learnings/x.md")
+    text, conflicts = merging.merge_scope(base, ours, theirs, "learnings/x.md")
     assert conflicts == []
     assert text == scope_text(learning("L1", "Warm YlOrBr palette", recurrence=2, last_seen="2026-11-03"),
                               learning("L2", "Dollars"), learning("L3", "Bold headers"))
@@ -65,15 +68,15 @@ def test_bodies_changed_differently_on_both_sides_are_a_conflict_validate_explai
     base = scope_text(learning("L1", "Warm palette"), learning("L2", "Dollars"))
     ours = scope_text(learning("L1", "Red palette"), learning("L2", "Dollars", recurrence=2))
     theirs = scope_text(learning("L1", "Orange palette"), learning("L2", "Dollars"))
-    text, conflicts = merge.merge_scope(base, ours, theirs, "learnings/x.md")
+    text, conflicts = merging.merge_scope(base, ours, theirs, "learnings/x.md")
     assert conflicts == ["L1"]
     assert text.startswith("<<<<<<< ours: L1 as changed on this side\n" + learning("L1", "Red palette")
                            + "=======\n" + learning("L1", "Orange palette")
                            + ">>>>>>> theirs: L1 as changed on the other side\n\n")
     assert text.endswith(learning("L2", "Dollars", recurrence=2))  # the rest merged as usual
-    errors = blocks.validate(text, "learnings/x.md", "learnings")
+    errors = markdown.validate(text, "learnings/x.md", "learnings")
     assert {e.message for e in errors} == {"unresolved merge conflict marker"}  # not "duplicate id L1"
-    from git_whetstone.validation import conflict_hint
+    from git_whetstone.format.checks import conflict_hint
     assert "keep the one you want, delete the marker lines" in conflict_hint(errors)
 
 
@@ -83,7 +86,7 @@ def test_the_ids_driver_takes_the_per_key_maximum(tmp_path: Path) -> None:
                        ("b", '{"learning": 5, "issue": 4}\n')):
         files[name] = tmp_path / name
         files[name].write_text(text)
-    code = merge.run_driver("ids", str(files["o"]), str(files["a"]), str(files["b"]), "7", "next_ids.json")
+    code = drivers.run_driver("ids", str(files["o"]), str(files["a"]), str(files["b"]), "7", "next_ids.json")
     assert code == 0 and json.loads(files["a"].read_text()) == {"learning": 7, "issue": 4}
 
 
@@ -94,7 +97,7 @@ def test_a_side_that_is_not_blocks_goes_to_git_s_line_merge(tmp_path: Path) -> N
     for name, text in (("o", base), ("a", broken), ("b", base + "\n" + learning("L2", "Cold palette"))):
         paths[name] = tmp_path / name
         paths[name].write_text(text)
-    code = merge.run_driver("blocks", str(paths["o"]), str(paths["a"]), str(paths["b"]), "7", "learnings/x.md")
+    code = drivers.run_driver("blocks", str(paths["o"]), str(paths["a"]), str(paths["b"]), "7", "learnings/x.md")
     assert code == 0 and paths["a"].read_text() == broken + "\n" + learning("L2", "Cold palette")
 
 
@@ -134,8 +137,8 @@ def three_versions(draw):
 @given(three_versions())
 def test_a_scope_file_merges_the_same_whichever_side_is_ours(versions) -> None:
     base, ours, theirs = versions
-    one = merge.merge_scope(base, ours, theirs, "learnings/x.md")
-    two = merge.merge_scope(base, theirs, ours, "learnings/x.md")
+    one = merging.merge_scope(base, ours, theirs, "learnings/x.md")
+    two = merging.merge_scope(base, theirs, ours, "learnings/x.md")
     assert one is not None and two is not None
     if not one[1]:  # no conflict: the very same bytes, made of valid blocks (an id minted twice aside)
         assert one == two

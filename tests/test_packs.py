@@ -14,12 +14,14 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from git_whetstone import blocks
-from git_whetstone.capture import capture
-from git_whetstone.errors import WhetstoneError
-from git_whetstone.packs import Item, build_pack, import_pack, toml_string
-from git_whetstone.retrieve import recall
-from git_whetstone.store import attach, scope_filename
+from git_whetstone.format import blocks
+from git_whetstone.ops.capture import capture
+from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.ops.packs import Item, build_pack, toml_string
+from git_whetstone.ops.share import import_pack
+from git_whetstone.ops.recall import recall
+from git_whetstone.ops.attach import attach
+from git_whetstone.format.layout import scope_filename
 from tests.helpers import git, run_cli, tree_state
 
 TODAY = "2026-11-29"

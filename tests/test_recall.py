@@ -7,12 +7,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from git_whetstone import blocks, config as config_mod, index
-from git_whetstone.capture import capture
-from git_whetstone.embed import HashingEmbedder
-from git_whetstone.errors import WhetstoneError
-from git_whetstone.retrieve import recall, weight
-from git_whetstone.store import Store, attach, scope_filename
+from git_whetstone.base import config as config_mod
+from git_whetstone.format import blocks
+from git_whetstone.index import freshness
+from git_whetstone.ops.capture import capture
+from git_whetstone.semantics.embed import HashingEmbedder
+from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.ops.recall import recall
+from git_whetstone.store.weight import weight
+from git_whetstone.store.store import Store
+from git_whetstone.ops.attach import attach
+from git_whetstone.format.layout import scope_filename
 from tests.helpers import git
 
 SKILL = "great-tables"
@@ -176,28 +181,28 @@ def _store_with(store_root: Path, n: int) -> Store:
 def test_only_changed_entries_are_re_embedded(store_root: Path) -> None:
     store = _store_with(store_root, 6)
     counting = CountingEmbedder()
-    first = index.snapshot(store, counting)
+    first = freshness.snapshot(store, counting)
     assert len(first.entries) == 6 and len(counting.texts) == 6 + 1  # six bodies, one scope phrase
-    index._CACHE.clear()
+    freshness.LIVE.clear()
     counting.texts.clear()
-    index.snapshot(store, counting)
+    freshness.snapshot(store, counting)
     assert counting.texts == []  # vectors come from index.sqlite
     path = next((store.path / "learnings").glob("*.md"))
     path.write_text(path.read_text().replace("Rule number 3 about alpha things", "Rule three, reworded"))
-    snap = index.snapshot(store, counting)
+    snap = freshness.snapshot(store, counting)
     assert counting.texts == ["Rule three, reworded"]
     assert snap.entries[snap.by_id["L3"]].body == "Rule three, reworded"
 
 
 def test_vectors_are_keyed_by_backend_identity(store_root: Path) -> None:
     store = _store_with(store_root, 3)
-    index.snapshot(store, CountingEmbedder())
+    freshness.snapshot(store, CountingEmbedder())
     other = CountingEmbedder(identity="another-backend-v1")
-    index.snapshot(store, other)
+    freshness.snapshot(store, other)
     assert len(other.texts) == 4
     again = CountingEmbedder()
-    index._CACHE.clear()
-    index.snapshot(store, again)
+    freshness.LIVE.clear()
+    freshness.snapshot(store, again)
     assert again.texts == []
 
 
@@ -206,7 +211,7 @@ def test_deleted_index_is_rebuilt_silently(store_root: Path) -> None:
     before = recall(SKILL, "currency formatting")
     for path in (store_root / SKILL).glob("index.sqlite*"):
         path.unlink()
-    index._CACHE.clear()
+    freshness.LIVE.clear()
     after = recall(SKILL, "currency formatting")
     assert after["learnings"] == before["learnings"] and after["warnings"] == []
     assert (store_root / SKILL / "index.sqlite").exists()
@@ -214,7 +219,7 @@ def test_deleted_index_is_rebuilt_silently(store_root: Path) -> None:
 
 def test_corrupt_index_is_rebuilt_with_a_warning(store_root: Path) -> None:
     capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
-    index._CACHE.clear()
+    freshness.LIVE.clear()
     for path in (store_root / SKILL).glob("index.sqlite*"):
         path.unlink()
     (store_root / SKILL / "index.sqlite").write_bytes(b"this is not a database" * 100)
@@ -275,7 +280,7 @@ def test_a_long_lived_snapshot_patched_by_many_changes_answers_like_a_fresh_one(
             capture(SKILL, "learning", f"{body} in {['reports', 'dashboards', 'slides'][round_]}", scope, "x",
                     confirm="new")
     capture(SKILL, "issue", "Never round the corners of a table", "corner radius", "x")
-    from git_whetstone.capture import revise
+    from git_whetstone.ops.revise import revise
     for entry_id in ("L2", "L7", "L11"):
         revise(SKILL, entry_id, "remove", confirm=True)
     revise(SKILL, "L3", "reinforce", scope="headers")
@@ -295,11 +300,11 @@ def test_a_long_lived_snapshot_patched_by_many_changes_answers_like_a_fresh_one(
         return out
 
     patched = answers()
-    snap = index._CACHE[(str(store), HashingEmbedder.identity)]
+    snap = freshness.LIVE[(str(store), HashingEmbedder.identity)]
     assert snap.dead > 0 or snap.size > snap.count  # it really was patched, not rebuilt
-    index._CACHE.clear()
+    freshness.LIVE.clear()
     assert answers() == patched  # loaded from index.sqlite
-    index.forget(Store.open(config_mod.load(), SKILL))
+    freshness.forget(Store.open(config_mod.load(), SKILL))
     assert answers() == patched  # rebuilt from the markdown
 
 
@@ -308,6 +313,6 @@ def test_compaction_of_dead_rows_keeps_every_entry(store_root: Path) -> None:
     for _ in range(40):  # every reinforcement rewrites the file: its old rows die
         capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
         recall(SKILL, "currency formatting")
-    snap = index._CACHE[(str(store_root / SKILL), HashingEmbedder.identity)]
+    snap = freshness.LIVE[(str(store_root / SKILL), HashingEmbedder.identity)]
     assert snap.size < 30 and snap.count == 1
     assert recall(SKILL, "currency formatting")["learnings"][0]["recurrence"] == 41

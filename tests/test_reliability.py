@@ -21,15 +21,20 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from git_whetstone import blocks, events, gitbin
-from git_whetstone import index as index_mod
-from git_whetstone.capture import capture, clean_body, clean_scope, revise
-from git_whetstone.config import load
-from git_whetstone.embed import get_embedder
-from git_whetstone.errors import RUNTIME, WhetstoneError
-from git_whetstone.retrieve import recall
-from git_whetstone.store import Store, attach, list_skills
-from git_whetstone.validation import validate
+from git_whetstone.format import blocks, markdown
+from git_whetstone.git import runner as gitbin
+from git_whetstone.index import cache, freshness
+from git_whetstone.store import events
+from git_whetstone.ops.capture import capture
+from git_whetstone.ops.inputs import clean_body, clean_scope
+from git_whetstone.ops.revise import revise
+from git_whetstone.base.config import load
+from git_whetstone.semantics.embed import get_embedder
+from git_whetstone.base.errors import RUNTIME, WhetstoneError
+from git_whetstone.ops.recall import recall
+from git_whetstone.store.store import Store, list_skills
+from git_whetstone.ops.attach import attach
+from git_whetstone.ops.edit import validate
 
 from .helpers import REPO, git, run_cli, tree_state
 
@@ -158,13 +163,13 @@ def assert_healthy(store: Path) -> dict[str, blocks.Block]:
 
 def index_agrees(store: Path, entries: dict[str, blocks.Block]) -> None:
     """What index.sqlite holds (read back by a process with nothing in memory) matches the markdown."""
-    index_mod._CACHE.clear()
-    snap = index_mod.snapshot(Store.open(load(), store.name), get_embedder("hashing", ""))
+    freshness.LIVE.clear()
+    snap = freshness.snapshot(Store.open(load(), store.name), get_embedder("hashing", ""))
     indexed = {snap.entries[row].id: snap.entries[row] for row in snap.by_id.values()}
     assert {i: e.body for i, e in indexed.items()} == {i: b.body for i, b in entries.items()}
     assert {i: e.recurrence for i, e in indexed.items() if i[0] == "L"} == \
         {i: b.recurrence for i, b in entries.items() if i[0] == "L"}
-    index_mod._CACHE.clear()
+    freshness.LIVE.clear()
 
 
 def ids_added_in_history(store: Path) -> list[str]:
@@ -645,9 +650,9 @@ def test_a_truncated_index_is_rebuilt_and_nothing_else_changes(store_root: Path,
     capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
     store = store_root / SKILL
     recall(SKILL, "row banding")
-    for snap in index_mod._CACHE.values():  # as if this process had ended: its connection too
-        index_mod._close(snap)
-    index_mod._CACHE.clear()
+    for snap in freshness.LIVE.values():  # as if this process had ended: its connection too
+        freshness.close(snap)
+    freshness.LIVE.clear()
     for suffix in ("-wal", "-shm"):
         (store / f"index.sqlite{suffix}").unlink(missing_ok=True)
     data = (store / "index.sqlite").read_bytes()
@@ -657,7 +662,7 @@ def test_a_truncated_index_is_rebuilt_and_nothing_else_changes(store_root: Path,
     assert [e["id"] for e in result["learnings"]] == ["L1"]
     assert any("rebuilt" in w for w in result["warnings"])
     assert tree_state(store) == before
-    index_mod._CACHE.clear()
+    freshness.LIVE.clear()
     assert recall(SKILL, "row banding")["warnings"] == []
 
 
@@ -667,9 +672,9 @@ def test_an_index_from_a_future_schema_is_left_alone(store_root: Path, autonomou
     capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
     store = store_root / SKILL
     recall(SKILL, "row banding")
-    index_mod._CACHE.clear()
+    freshness.LIVE.clear()
     db = sqlite3.connect(store / "index.sqlite")
-    db.execute(f"PRAGMA user_version={index_mod.SCHEMA + 7}")
+    db.execute(f"PRAGMA user_version={cache.SCHEMA + 7}")
     db.close()
     data = (store / "index.sqlite").read_bytes()
     result = recall(SKILL, "row banding")
@@ -687,7 +692,7 @@ def test_a_torn_last_line_in_events_does_not_swallow_the_next_event(store_root: 
     recall(SKILL, "row banding")
     logged = list(events.read(store))
     assert [e["event"] for e in logged] == ["capture", "recall"]
-    from git_whetstone.metrics import metrics
+    from git_whetstone.ops.metrics import metrics
     assert metrics(SKILL)["skills"][SKILL]["runs"] == 1
 
 
@@ -743,7 +748,7 @@ def test_any_string_as_a_body_or_scope_is_stored_exactly_or_refused_cleanly(text
         parsed = blocks.parse(rendered, "t.md", "learnings")
         assert parsed.errors == [], (name, [str(e) for e in parsed.errors])
         assert (parsed.blocks[0].body, parsed.blocks[0].scope) == (body, " ".join(scope.split()))
-        assert blocks.validate(rendered, "t.md", "learnings") == []
+        assert markdown.validate(rendered, "t.md", "learnings") == []
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])

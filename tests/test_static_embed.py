@@ -18,10 +18,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from git_whetstone import config as config_mod, embed, index
-from git_whetstone.capture import capture
-from git_whetstone.errors import WhetstoneError
-from git_whetstone.retrieve import recall
+from git_whetstone.base import config as config_mod
+from git_whetstone.index import cache, freshness
+from git_whetstone.semantics import embed
+from git_whetstone.ops.capture import capture
+from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.ops.recall import recall
 from tests.helpers import LEARNINGS, PARAPHRASE, REPO, model_dir, run_cli
 
 STATIC = embed.get_embedder("static")
@@ -232,17 +234,17 @@ def test_index_keys_vectors_by_the_table(static_env, monkeypatch) -> None:
     for body, scope in LEARNINGS:
         capture(SKILL, "learning", body, scope, "said so", config=with_backend("hashing"))
     calls: list[tuple[str, int]] = []
-    real = index._embed
-    monkeypatch.setattr(index, "_embed", lambda texts, embedder: calls.append((embedder.identity, len(texts)))
+    real = cache.embed_all
+    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder: calls.append((embedder.identity, len(texts)))
                         or real(texts, embedder))
     recall(SKILL, "styling a table")
     assert calls and {who for who, _ in calls} == {STATIC.identity}
     recall(SKILL, "styling a table", config=with_backend("hashing"))
-    index._CACHE.clear()  # a new process: the static vectors are all in index.sqlite already
+    freshness.LIVE.clear()  # a new process: the static vectors are all in index.sqlite already
     calls.clear()
     recall(SKILL, "styling a table")
     assert calls == []
-    from git_whetstone.hooks import reindex
+    from git_whetstone.ops.hooks import reindex
     assert reindex(SKILL)["backend"] == STATIC.identity
 
 
@@ -286,8 +288,8 @@ def test_a_hand_commit_hook_refreshes_the_static_index(static_env, store_root, m
             if line.startswith("import time:")}
     assert "numpy" in mods and not mods & HEAVY, mods & HEAVY
     calls: list[int] = []
-    real = index._embed
-    monkeypatch.setattr(index, "_embed", lambda texts, embedder: calls.append(len(texts)) or real(texts, embedder))
-    index._CACHE.clear()
+    real = cache.embed_all
+    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder: calls.append(len(texts)) or real(texts, embedder))
+    freshness.LIVE.clear()
     result = recall("hooked", "header row styling")
     assert calls == [] and "always" in result["learnings"][0]["rule"]

@@ -13,10 +13,13 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone import blocks
-from git_whetstone.config import load
-from git_whetstone.errors import RUNTIME, WhetstoneError
-from git_whetstone.store import GITIGNORE, Store, attach, list_skills, scope_filename, skill_name, today
+from git_whetstone.format import blocks
+from git_whetstone.base.config import load
+from git_whetstone.base.errors import RUNTIME, WhetstoneError
+from git_whetstone.format.layout import GITIGNORE, scope_filename, skill_name
+from git_whetstone.store.store import Store, list_skills
+from git_whetstone.ops.attach import attach
+from git_whetstone.base.clock import today
 
 from .helpers import git, run_cli, tree_state
 
@@ -300,7 +303,7 @@ def test_a_held_lock_makes_a_write_fail_with_store_busy_within_the_timeout(
     assert tree_state(store.path) == before
 
     # the same through the library's capture, and through the CLI: exit 1, one line on stderr
-    from git_whetstone.capture import capture
+    from git_whetstone.ops.capture import capture
     with pytest.raises(WhetstoneError, match="store busy"):
         capture("demo", "learning", "Use a warm palette for heat maps.", "colour")
     proc = run_cli("capture", "demo", "Use a warm palette for heat maps.", "--scope", "colour")
@@ -452,8 +455,8 @@ def test_ids_are_not_reused_in_a_fresh_clone_after_a_revert(store_root: Path, tm
 
 def test_an_earlier_implementation_store_reads_and_mints_above_its_ids(store_root: Path):
     """A `<slug>-<16hex>.md` file from whetstone-mcp 0.1.0 is read as is; new ids go above its ids."""
-    from git_whetstone.capture import capture
-    from git_whetstone.retrieve import recall
+    from git_whetstone.ops.capture import capture
+    from git_whetstone.ops.recall import recall
 
     store = open_store("legacy")
     old = FIXTURES / "currency-formatting-3f9a1c2b7d4e5f60.md"
@@ -562,7 +565,7 @@ def test_today_can_be_pinned(monkeypatch: pytest.MonkeyPatch):
 def test_a_capture_never_commits_what_the_user_staged(store_root: Path):
     """The tool commits only its own files, even in a long-lived process that skips the staged-
     changes check while git's index is as it left it."""
-    from git_whetstone.capture import capture
+    from git_whetstone.ops.capture import capture
     capture("demo", "learning", "Bold the header row", "headers", "x")
     store = store_root / "demo"
     path = next((store / "learnings").glob("*.md"))
@@ -575,7 +578,7 @@ def test_a_capture_never_commits_what_the_user_staged(store_root: Path):
 
 
 def test_an_id_in_a_broken_hand_written_file_is_not_minted_again(store_root: Path):
-    from git_whetstone.capture import capture
+    from git_whetstone.ops.capture import capture
     capture("demo", "learning", "Bold the header row", "headers", "x")
     store = store_root / "demo"
     (store / "learnings" / "hand.md").write_text(  # no blank line before the body: invalid

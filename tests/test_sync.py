@@ -12,13 +12,16 @@ from pathlib import Path
 
 import pytest
 
-from git_whetstone import blocks, validation
-from git_whetstone.browse import show
-from git_whetstone.capture import revise
-from git_whetstone.errors import WhetstoneError
-from git_whetstone.retrieve import recall
-from git_whetstone.store import GLOBAL, attach, scope_filename
-from git_whetstone.sync import remote, sync
+from git_whetstone.format import blocks, checks
+from git_whetstone.git import tree
+from git_whetstone.ops.browse import show
+from git_whetstone.ops.revise import revise
+from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.ops.recall import recall
+from git_whetstone.format.layout import GLOBAL, scope_filename
+from git_whetstone.ops.attach import attach
+from git_whetstone.ops.remotes import remote
+from git_whetstone.ops.sync import sync
 
 from . import helpers
 from .helpers import bare, git, run_cli, tree_state
@@ -196,7 +199,7 @@ def test_a_real_conflict_stops_with_a_clear_message_and_leaves_both_stores_valid
     assert f"git whetstone sync {SKILL} again" in message and "git merge --abort" in message
     # B: nothing committed, the merge waits; every commit is valid, and recall serves the committed L1
     assert b.head() == before_b and (b.path / ".git" / "MERGE_HEAD").exists()
-    assert validation.check(validation.commit_files(b.path, "HEAD")) == []
+    assert checks.check(tree.commit_files(b.path, "HEAD")) == []
     result = recall(SKILL, "color encoding", config=b.config)
     assert "Heat-map msrp with a warm orange palette" in [e["rule"] for e in result["learnings"]]
     assert any("unresolved merge conflict" in w for w in result["warnings"])

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from hypothesis import HealthCheck, assume, given, settings, strategies as st
 
-from git_whetstone.wordpiece import MAX_WORD_CHARS, WordPiece, basic_words
+from git_whetstone.semantics.wordpiece import MAX_WORD_CHARS, WordPiece, basic_words
 from tests.helpers import model_dir
 
 

@@ -47,7 +47,7 @@ def _arm(spec: str) -> None:
 
     os.replace = replace
 
-    from git_whetstone import gitbin
+    from git_whetstone.git import runner as gitbin
     real_run = gitbin.run
 
     def run(repo, *args, **kwargs):
@@ -89,8 +89,8 @@ def _fork(request: dict) -> int:
 
 
 def _call(op: str, args: dict) -> dict:
-    from git_whetstone import capture, compact, retrieve
-    from git_whetstone.errors import WhetstoneError
+    from git_whetstone.ops import capture, compact, recall, revise
+    from git_whetstone.base.errors import WhetstoneError
 
     if op == "sleep":
         import time
@@ -98,7 +98,7 @@ def _call(op: str, args: dict) -> dict:
         return {"ok": True, "result": {}}
     if op == "batch":  # several operations, one after the other
         return {"ok": True, "result": [_call(item["op"], item["args"]) for item in args["ops"]]}
-    ops = {"capture": capture.capture, "revise": capture.revise, "recall": retrieve.recall,
+    ops = {"capture": capture.capture, "revise": revise.revise, "recall": recall.recall,
            "compact": compact.compact}
     try:
         return {"ok": True, "result": ops[op](**args)}
@@ -107,7 +107,7 @@ def _call(op: str, args: dict) -> dict:
 
 
 def main() -> int:
-    from git_whetstone import capture, compact, retrieve  # noqa: F401  (loaded before any fork)
+    from git_whetstone.ops import capture, compact, recall, revise  # noqa: F401  (loaded before any fork)
 
     if os.environ.get("WORKER_DIE_AT"):
         _arm(os.environ["WORKER_DIE_AT"])

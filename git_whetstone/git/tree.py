@@ -1,0 +1,90 @@
+"""The scope files as git holds them: staged for the next commit, committed in a revision, or named
+by a diff. The pre-commit hook checks exactly the blobs git is about to commit (through the index
+git names in GIT_INDEX_FILE, which `git commit -a` and `git commit PATH` point at a temporary one:
+`inherit` keeps it), post-commit what was committed, and a recall serves the last committed
+version of a file that fails validation on disk.
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..base.errors import RUNTIME, WhetstoneError
+from ..format.layout import is_scope_file
+from . import runner
+
+
+def _blobs(repo: Path, entries: dict[str, str], inherit: bool) -> dict[str, bytes]:
+    """path → content for path → blob id, read through one `git cat-file --batch`."""
+    if not entries:
+        return {}
+    paths = sorted(entries)
+    out = runner.run(repo, "cat-file", "--batch", inherit=inherit, binary=True,
+              input="".join(f"{entries[p]}\n" for p in paths).encode()).stdout
+    files, pos = {}, 0
+    for path in paths:
+        end = out.index(b"\n", pos)
+        header = out[pos:end].split()
+        if len(header) != 3 or header[1] != b"blob":
+            raise WhetstoneError(f"git cat-file: cannot read {path} ({out[pos:end].decode(errors='replace')})",
+                                 exit_code=RUNTIME)
+        size = int(header[2])
+        files[path] = out[end + 1:end + 1 + size]
+        pos = end + 1 + size + 1
+    return files
+
+
+def staged_files(repo: Path, inherit: bool = False) -> dict[str, bytes]:
+    """The scope files as staged: the index git is about to commit."""
+    listing = runner.run(repo, "ls-files", "--stage", "-z", "--", "learnings", "issues", inherit=inherit, binary=True).stdout
+    entries = {}
+    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
+        if not record:
+            continue
+        info, path = record.split("\t", 1)
+        mode, sha, stage = info.split()
+        if is_scope_file(path) and stage == "0" and mode.startswith("100"):
+            entries[path] = sha
+    return _blobs(repo, entries, inherit)
+
+
+def commit_files(repo: Path, rev: str = "HEAD", inherit: bool = False) -> dict[str, bytes]:
+    """The scope files as committed in `rev`."""
+    listing = runner.run(repo, "ls-tree", "-r", "-z", rev, "--", "learnings", "issues", inherit=inherit, binary=True,
+                  check=False).stdout
+    entries = {}
+    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
+        if record:
+            info, path = record.split("\t", 1)
+            mode, kind, sha = info.split()
+            if kind == "blob" and is_scope_file(path) and mode.startswith("100"):
+                entries[path] = sha
+    return _blobs(repo, entries, inherit)
+
+
+def changed_paths(repo: Path, command: str, *args: str, inherit: bool = False) -> set[str]:
+    """The scope files that `git COMMAND --name-only ARGS` (diff, diff-tree) names; nothing when
+    it fails (no ORIG_HEAD, say)."""
+    out = runner.run(repo, command, "--name-only", "--no-renames", "-z", *args, inherit=inherit, binary=True,
+              check=False).stdout
+    return {p for p in out.decode("utf-8", "surrogateescape").split("\0") if is_scope_file(p)}
+
+
+def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
+    """The scope files the next commit adds or changes."""
+    return changed_paths(repo, "diff", "--cached", "--diff-filter=d", inherit=inherit)
+
+
+def committed_text(repo: Path, rel: str) -> str | None:
+    """One file's text as HEAD holds it, read in-process (dulwich: no git process for a recall that
+    must serve a broken file's last good version); None when there is none."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.object_store import tree_lookup_path
+    from dulwich.repo import Repo
+
+    try:
+        with Repo(str(repo)) as handle:
+            tree = handle[handle.head()].tree
+            _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, rel.encode())
+            return handle[sha].data.decode("utf-8")
+    except (KeyError, NotGitRepository, UnicodeDecodeError, ValueError, OSError):
+        return None

@@ -1,0 +1,243 @@
+"""Keeping a snapshot fresh: every read finds out itself what changed on disk (SPEC §5, §7).
+
+Staleness is found from file stamps (size, mtime, inode) and HEAD, never by trusting hooks: a
+revert, a reset or a fresh clone skip some of them. A long-lived process (the MCP server) keeps
+each store's last snapshot in `LIVE` and pays only the stamp check when nothing changed; after
+the first check it watches the scope folders (inotify, `watch`) and stats only what changed. A
+changed file is parsed again (`reading`), its new texts embedded, and the result saved to
+index.sqlite (`cache`) in one short transaction.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+
+import numpy as np
+
+from ..format.layout import KIND_FOLDER
+from ..semantics.embed import Embedder
+from ..store.store import Store
+from . import cache
+from .reading import read_file
+from .records import PARSED_FILES, Entry, FileRows, file_rows
+from .snapshot import Snapshot
+
+# The snapshots this process keeps, by (store path, backend identity).
+LIVE: dict[tuple[str, str], Snapshot] = {}
+
+
+def scan(store: Store) -> dict[str, str]:
+    stamps: dict[str, str] = {"@HEAD": store.head() or ""}
+    for folder in KIND_FOLDER.values():
+        try:
+            with os.scandir(store.path / folder) as it:
+                for item in it:
+                    if item.name.endswith(".md") and not item.name.startswith("."):
+                        st = item.stat()
+                        stamps[f"{folder}/{item.name}"] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        except FileNotFoundError:
+            pass
+    return stamps
+
+
+def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[str] | None]:
+    """What changed since `snap` was brought up to date: (None, None) when nothing did, else the
+    new stamps and the paths that may differ (None: any may). The first recheck of a snapshot
+    starts a watch (watch.py) and scans every file; later ones stat only what the watch reports."""
+    if snap.watch is not None:
+        names = snap.watch.changes()
+        if names is not None:
+            head = store.head() or ""
+            if not names and head == snap.stamps.get("@HEAD"):
+                return None, None
+            stamps = dict(snap.stamps)
+            stamps["@HEAD"] = head
+            for rel in names:
+                if not rel.endswith(".md") or rel.rpartition("/")[2].startswith("."):
+                    continue
+                try:
+                    st = os.stat(store.path / rel)
+                except (FileNotFoundError, NotADirectoryError):
+                    stamps.pop(rel, None)
+                    continue
+                stamps[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+            return (None, None) if stamps == snap.stamps else (stamps, names)
+        snap.watch = None
+    from .watch import Watch  # here: a process that checks a store once (the CLI) never loads ctypes
+    snap.watch = Watch.start(store.path, tuple(KIND_FOLDER.values()))  # before the scan: nothing slips between
+    stamps = scan(store)
+    return (None, None) if stamps == snap.stamps else (stamps, None)
+
+
+def snapshot(store: Store, embedder: Embedder) -> Snapshot:
+    """The store's entries and vectors, brought up to date with the files on disk."""
+    key = (str(store.path), embedder.identity)
+    cached = LIVE.get(key)
+    hint = None
+    if cached is None:
+        stamps = scan(store)
+    else:
+        cached.notice = None
+        stamps, hint = _recheck(store, cached)
+        if stamps is None:
+            return cached
+    try:
+        snap = _refresh(store, embedder, stamps, cached, hint)
+    except sqlite3.OperationalError:  # busy or disk trouble part way: read the markdown without it this time
+        close(LIVE.pop(key, None))
+        snap = _refresh(store, embedder, stamps, None, None, cache.memory())
+    except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
+        close(LIVE.pop(key, None))
+        cache.discard(store.path)
+        try:
+            snap = _refresh(store, embedder, stamps, None, None)
+        except sqlite3.DatabaseError:  # still there (a read-only store): rebuild in memory, leave the file
+            snap = _refresh(store, embedder, stamps, None, None, cache.memory())
+        snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
+    LIVE[key] = snap
+    return snap
+
+
+def forget(store: Store) -> None:
+    """Drop the in-memory snapshot and the index file (`reindex`, or a detected corruption)."""
+    for key in [k for k in LIVE if k[0] == str(store.path)]:
+        close(LIVE.pop(key))
+    cache.discard(store.path)
+
+
+def close(snap: Snapshot | None) -> None:
+    if snap is not None and snap.db is not None:
+        snap.db.close()
+        snap.db = None
+
+
+def _reuse(store: Store, snap: Snapshot) -> sqlite3.Connection | None:
+    """The snapshot's open connection, if it still is to the store's index.sqlite (a `reindex` in
+    another process replaces the file)."""
+    if snap.db is not None:
+        try:
+            if os.stat(store.path / "index.sqlite").st_ino == snap.db_inode:
+                return snap.db
+        except OSError:
+            pass
+        close(snap)
+    return None
+
+
+def _hold(store: Store, snap: Snapshot, db: sqlite3.Connection, keep: bool) -> None:
+    if not keep:
+        db.close()
+    elif snap.db is not db:
+        snap.db = db
+        snap.db_inode = os.stat(store.path / "index.sqlite").st_ino
+
+
+def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
+             hint: set[str] | None, db: sqlite3.Connection | None = None) -> Snapshot:
+    """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`; `hint`,
+    when given, holds every path whose stamp may differ from the snapshot's.
+
+    The work (reading files, embedding) happens outside any write transaction; what changed is
+    then saved in one short transaction. Readers never wait for the index: if another process is
+    saving (or the file cannot be written), this one keeps its result in memory and skips the save,
+    which the next call makes up for."""
+    # A process that refreshes a snapshot a second time is long-lived (the server): it keeps its
+    # connection, since closing the last one checkpoints the WAL (12 ms after each write).
+    keep = cached is not None and db is None
+    notice = None
+    if db is None:
+        db = _reuse(store, cached) if keep else None
+        try:
+            db = db or cache.connect(store.path)
+        except (cache.Unusable, sqlite3.OperationalError) as exc:  # read-only, a newer whetstone's, or busy being
+            db, keep = cache.memory(), False                        # created: patch the snapshot without the file
+            notice = str(exc) if isinstance(exc, cache.Unusable) else None
+    try:
+        if cached is None:
+            snap = cache.load(db, embedder, stamps, store.path)
+            snap.stamps = {"@HEAD": ""}
+            hint = None
+        else:
+            snap = cached
+        snap.notice = notice or snap.notice
+        head_moved = snap.stamps.get("@HEAD") != stamps["@HEAD"]
+        if hint is None:
+            candidates = [p for p in stamps if p != "@HEAD"]
+            gone = snap.files
+        else:
+            candidates = sorted(hint | (snap.warned if head_moved else set()))
+            gone = [p for p in hint if p in snap.files]
+        changed = sorted(p for p in candidates if p in stamps and (
+            p not in snap.files or snap.files[p].stamp != stamps[p] or (head_moved and snap.files[p].warning)))
+        removed = [p for p in gone if p not in stamps]
+        if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
+            changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
+        touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
+        if not changed and not removed:  # a fresh process on a fresh index: nothing to write
+            snap.stamps = stamps
+            _hold(store, snap, db, keep)
+            return snap
+        for path in removed:
+            snap.remove_file(path)
+        added: list[tuple[str, FileRows]] = []
+        records: list[tuple] = []
+        new_vectors: dict[str, np.ndarray] = {}
+        if changed:
+            parsed = {path: read_file(store, path) for path in changed}
+            texts = [e.body for entries, _ in parsed.values() for e in entries]
+            texts += [e.scope for entries, _ in parsed.values() for e in entries]
+            vectors, new_vectors = cache.vectors_for(db, embedder, texts)
+            for path in changed:  # all out first: a block moved between two files is no duplicate
+                snap.remove_file(path)
+            added = [(path, file_rows(stamps[path], entries, warning, vectors, embedder.dim))
+                     for path, (entries, warning) in parsed.items()]
+            del parsed, vectors
+            for path, rows in added:
+                if rows.warning:
+                    cache.claim_from_disk(store.path, path, rows)
+                touched |= {s[:2] for s in rows.scopes}
+                records.append(cache.file_record(path, rows, embedder))
+                if len(added) > PARSED_FILES:  # a build: keep the entries as text, as a load would
+                    rows.unparse()
+            snap.add_files(added)
+        if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
+            snap = snap.compacted()
+        snap.stamps = stamps
+        cache.save(db, embedder, snap, removed, records, new_vectors, touched)
+        _hold(store, snap, db, keep)
+        return snap
+    except BaseException:
+        if db.in_transaction:
+            db.execute("ROLLBACK")
+        LIVE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
+        if cached is not None:
+            cached.db = None
+        db.close()
+        raise
+
+
+def read_files(store: Store, rels: list[str]) -> dict[str, tuple[list[Entry], str | None]]:
+    """`read_file` for many files at once: a file whose stamp the index (in memory, else
+    index.sqlite) holds without a warning gives the entries parsed when it was indexed, the rest
+    are parsed from the markdown. Nothing is written and nothing is embedded."""
+    out: dict[str, tuple[list[Entry], str | None]] = {}
+    stamps: dict[str, str] = {}
+    for rel in rels:
+        try:
+            st = os.stat(store.path / rel)
+            stamps[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        except OSError:
+            pass
+    for (path, _), snap in list(LIVE.items()):
+        if path == str(store.path):
+            for rel, stamp in stamps.items():
+                rows = snap.files.get(rel)
+                if rel not in out and rows is not None and rows.stamp == stamp and not rows.warning:
+                    out[rel] = (rows.entries, None)
+    if len(out) < len(stamps):
+        for rel, entries in cache.cached_entries(store.path, stamps).items():
+            out.setdefault(rel, (entries, None))
+    for rel in rels:
+        if rel not in out:
+            out[rel] = read_file(store, rel)
+    return out

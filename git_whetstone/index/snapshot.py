@@ -1,0 +1,264 @@
+"""A store's entries and vectors in memory: what recall and capture read (SPEC §5).
+
+A snapshot is built from index.sqlite and the scope files (`freshness`) and patched file by file
+when they change. Besides the arrays (`Columns`), it knows which file each row came from, which
+rows are the live copy of each id, which files hold each scope, and what to warn about.
+"""
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator, Mapping, Sequence
+
+import numpy as np
+
+from ..format.ids import is_entry_id
+from .columns import Columns
+from .records import FileRows, id_key, key_id
+
+
+class _Rows(Sequence):
+    """`Snapshot.entries`: the entry at each row (None once dead), parsed on first use."""
+
+    def __init__(self, snap: "Snapshot") -> None:
+        self.snap = snap
+
+    def __len__(self) -> int:
+        return self.snap.size
+
+    def __getitem__(self, row):
+        if isinstance(row, slice):
+            return [self[i] for i in range(*row.indices(self.snap.size))]
+        row = int(row)
+        if row < 0:
+            row += self.snap.size
+        owner = self.snap.owner[row]
+        return None if owner is None else owner.entries[row - owner.start]
+
+
+class _Ids(Mapping):
+    """`Snapshot.by_id`: entry id -> row of its live copy."""
+
+    def __init__(self, by_key: dict[int, int]) -> None:
+        self.by_key = by_key
+
+    def __getitem__(self, entry_id: str) -> int:
+        if not is_entry_id(entry_id):
+            raise KeyError(entry_id)
+        return self.by_key[id_key(entry_id)]
+
+    def __iter__(self) -> Iterator[str]:
+        return map(key_id, self.by_key)
+
+    def __len__(self) -> int:
+        return len(self.by_key)
+
+    def values(self):
+        return self.by_key.values()
+
+
+class _Known(Mapping):
+    """`Snapshot.known`: (kind, scope key) -> the first file that holds it."""
+
+    def __init__(self, holders: dict[tuple[str, str], dict[str, None]]) -> None:
+        self.holders = holders
+
+    def __getitem__(self, scope: tuple[str, str]) -> str:
+        files = self.holders.get(scope)
+        if not files:
+            raise KeyError(scope)
+        return next(iter(files))
+
+    def __iter__(self):
+        return (scope for scope, files in self.holders.items() if files)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+
+class Snapshot(Columns):
+    """Everything recall and capture need, as arrays over rows: row i of `vectors` is `entries[i]`.
+
+    Rows are grouped per file and patched in place when files change: a changed file's old rows
+    are marked dead (`alive` False) and its new rows appended, so a capture costs work in
+    proportion to one file, not the store. Dead rows are compacted away once they are a third of
+    the store. Row order therefore carries no meaning; recall breaks ties by id (`id_key`).
+    """
+
+    def __init__(self, dim: int, capacity: int = 0, scope_capacity: int = 0) -> None:
+        super().__init__(dim, capacity, scope_capacity)
+        self.stamps: dict[str, str] = {}
+        self.files: dict[str, FileRows] = {}
+        self.rows: dict[str, np.ndarray] = {}          # file -> its row numbers
+        self.owner: list[FileRows | None] = []          # by row: the file it came from; None once dead
+        self.by_key: dict[int, int] = {}                # id key -> row of the live copy
+        self.scope_number: dict[tuple[str, str], int] = {}
+        self.holders: dict[tuple[str, str], dict[str, None]] = {}  # scope -> files holding it, in order
+        self.duplicates: dict[str, list[str]] = {}      # file -> warnings about ids it repeats
+        self.warned: set[str] = set()                   # files with a warning or a duplicate id
+        self.notice: str | None = None                  # said once, by the call that saw it
+        self.dead = 0
+        self.watch = None                               # a long-lived process's change feed (watch.py)
+        self.db: sqlite3.Connection | None = None       # and its open index.sqlite
+        self.db_inode = 0
+        self._top: dict[str, int] | None = None
+
+    # --- views ----------------------------------------------------------------------------------
+    @property
+    def entries(self) -> _Rows:
+        return _Rows(self)
+
+    @property
+    def by_id(self) -> _Ids:
+        return _Ids(self.by_key)
+
+    @property
+    def count(self) -> int:
+        return len(self.by_key)
+
+    @property
+    def known(self) -> _Known:
+        """(kind, scope key) -> the first file that holds it."""
+        return _Known(self.holders)
+
+    @property
+    def top(self) -> dict[str, int]:
+        if self._top is None:
+            self._top = {prefix: max((r.top[prefix] for r in self.files.values()), default=0)
+                         for prefix in ("L", "I")}
+        return dict(self._top)
+
+    @property
+    def warnings(self) -> list[str]:
+        out = [self.notice] if self.notice else []
+        for path in sorted(self.warned):
+            if self.files[path].warning:
+                out.append(self.files[path].warning)
+            out += self.duplicates.get(path, [])
+        return out
+
+    # --- changes --------------------------------------------------------------------------------
+    def remove_file(self, path: str) -> None:
+        rows = self.files.pop(path, None)
+        if rows is None:
+            return
+        if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
+            self._top = None  # it may have held the highest id: count again when asked
+        numbers = self.rows.pop(path)
+        self._alive[numbers] = False
+        self.dead += len(numbers)
+        for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
+            if self.by_key.get(key) == number:
+                del self.by_key[key]
+            self.owner[number] = None
+        self.duplicates.pop(path, None)
+        self.warned.discard(path)
+        touched = []
+        for kind, key, _ in rows.scopes:
+            self.holders[(kind, key)].pop(path, None)
+            touched.append(self.scope_number[(kind, key)])
+        self._settle(touched)
+
+    def add_files(self, items: list[tuple[str, FileRows]]) -> None:
+        """Append the rows of files not in the snapshot yet (a whole store at once when building).
+        Each file's `vectors` are copied into the snapshot's matrix and let go."""
+        total = sum(rows.n for _, rows in items)
+        self.grow_rows(self.size + total)
+        if self._top is not None:
+            self._top = {p: max([self._top[p], *(rows.top[p] for _, rows in items)]) for p in self._top}
+        start = self.size
+        touched: list[int] = []
+        columns: dict[str, list] = {"learning": [], "columns": [], "scope_of": []}
+        dead: list[int] = []
+        for path, rows in items:
+            n = rows.n
+            mapping = []
+            for j, (kind, key, display) in enumerate(rows.scopes):
+                at = self.scope_number.get((kind, key))
+                if at is None:
+                    self.grow_scopes(len(self.scopes) + 1)
+                    at = self.scope_number[(kind, key)] = len(self.scopes)
+                    self.scopes.append((kind, key, display))
+                    self.holders[(kind, key)] = {}
+                if not self.holders[(kind, key)]:  # (re)born scope: its phrase comes from this file
+                    self.scopes[at] = (kind, key, display)
+                    self._phrases[at] = rows.phrases[j]
+                self.holders[(kind, key)][path] = None
+                mapping.append(at)
+            touched += mapping
+            if n:
+                self._vectors[self.size:self.size + n] = rows.vectors
+            rows.vectors = None
+            columns["learning"].append(np.full(n, path.startswith("learnings/")))
+            columns["columns"].append(rows.columns)
+            columns["scope_of"].append(np.array(mapping, np.int64)[rows.scope_index] if n else
+                                       np.zeros(0, np.int64))
+            rows.start = self.size
+            dupes = []
+            by_key = self.by_key
+            for number, key in enumerate(rows.id_key.tolist(), self.size):
+                other = by_key.setdefault(key, number)
+                if other != number:
+                    dupes.append((number, other, key))
+            self.owner.extend([rows] * n)
+            self.size += n
+            self.files[path] = rows
+            self.rows[path] = np.arange(rows.start, self.size)
+            if dupes:
+                self.duplicates[path] = [
+                    f"{path}:{self.entries[number].line}: duplicate id {key_id(key)} (also in "
+                    f"{self.entries[other].path}); this copy is left out" for number, other, key in dupes]
+                dead += [number for number, _, _ in dupes]
+            if rows.warning or dupes:
+                self.warned.add(path)
+        if total:
+            sl = slice(start, self.size)
+            merged = np.concatenate(columns["columns"], axis=1)
+            self._alive[sl] = True
+            self._alive[dead] = False
+            self._learning[sl] = np.concatenate(columns["learning"])
+            self._recurrence[sl] = merged[0]
+            self._last_seen[sl] = merged[1]
+            self._scope_of[sl] = np.concatenate(columns["scope_of"])
+            self._id_key[sl] = merged[3]
+        self._settle(touched)
+
+    def compacted(self) -> "Snapshot":
+        """The same snapshot without dead rows (rows in path order, as a fresh build has them)."""
+        snap = Snapshot(self.dim, self.count + 64, len(self.scopes) + 16)
+        paths = sorted(self.files)
+        for i in range(0, len(paths), 256):  # a slice at a time: no second copy of every vector
+            chunk = [(path, self.files[path]) for path in paths[i:i + 256]]
+            for path, rows in chunk:
+                rows.vectors = self.vectors[self.rows[path]]
+            snap.add_files(chunk)
+        snap.stamps, snap.watch, snap.notice = self.stamps, self.watch, self.notice
+        snap.db, snap.db_inode, self.db = self.db, self.db_inode, None
+        return snap
+
+    def _settle(self, touched: list[int]) -> None:
+        """Recompute the touched scopes' centroids from their files' sums (added in path order,
+        exactly as a fresh build adds them); a scope no file holds any more matches nothing."""
+        if not touched:
+            return
+        at = np.array(sorted(set(touched)), np.int64)  # (np.unique would import numpy.ma: 12 ms)
+        sums = np.zeros((len(at), self.dim), np.float64)
+        empty = np.zeros(len(at), bool)
+        for j, i in enumerate(at.tolist()):
+            kind, key, _ = self.scopes[i]
+            holders = self.holders[(kind, key)]
+            if not holders:
+                empty[j] = True
+            elif len(holders) == 1:  # the usual case: one file per scope
+                rows = self.files[next(iter(holders))]
+                sums[j] = rows.sums[rows.scope_at[(kind, key)]]
+            else:
+                for path in sorted(holders):
+                    rows = self.files[path]
+                    sums[j] += rows.sums[rows.scope_at[(kind, key)]]
+        norms = np.linalg.norm(sums, axis=1, keepdims=True)
+        norms[norms == 0] = 1
+        self._centroids[at] = sums / norms
+        if empty.any():
+            gone = at[empty]
+            self._centroids[gone] = 0
+            self._phrases[gone] = 0

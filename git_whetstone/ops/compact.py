@@ -1,0 +1,357 @@
+"""compact (SPEC §4): the tidy-up a person runs on purpose, never an agent mid-task.
+
+The structural pass is applied as one commit that lists every change, so `git revert` of that
+commit undoes the whole compaction: scopes that mean the same are merged into one (the most used
+spelling wins), duplicate entries in a scope are merged into the oldest (a learning keeps the
+summed recurrence, the earliest first_seen, the latest last_seen and every provenance line),
+learnings whose weight decayed below `retire_weight_threshold` are retired, and scope files left
+empty are deleted. Issues never retire. Running it twice changes nothing the second time.
+
+The behavioral pass only reports, from events.jsonl and the markdown, over time windows: learnings
+worth hardening into issues, scopes with capture churn, learnings never surfaced, and conflicts
+never resolved. It is printed and written to the git-ignored compact-report.md.
+"""
+from __future__ import annotations
+
+import dataclasses
+import datetime as dt
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..base.clock import today
+from ..base.config import Config
+from ..base.errors import RUNTIME, WhetstoneError
+from ..format import blocks
+from ..format.layout import GLOBAL_PREFIX, scope_key
+from ..index.snapshot import Snapshot
+from ..semantics.judge import Groups, judge
+from ..semantics.words import content_words
+from ..store import events
+from ..store.store import Store, list_skills
+from ..store.weight import weight
+from .workspace import Workspace
+from .global_layer import clusters
+
+REPORT = "compact-report.md"
+HARDEN_WINDOW_DAYS = 90      # reinforced this often within this window: worth making an issue
+CHURN_WINDOW_DAYS = 30       # captured, then weakened or removed within this window: churn
+STALE_DAYS = 90              # never surfaced by recall for this long: stale
+
+
+def compact(skill: str, *, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
+    """Compact one skill's store; with `dry_run`, only say what the structural pass would do."""
+    return _compact(Workspace.of(config), skill, dry_run)
+
+
+def _compact(ws: Workspace, skill: str, dry_run: bool) -> dict[str, Any]:
+    config = ws.config
+    store = ws.store(skill, must_exist=True)
+    with store.lock():
+        snap = ws.snapshot(store)
+        plan = _plan(snap, config)
+        committed = False
+        if plan.changes and not dry_run:
+            files = _apply(store, snap, plan)
+            lines = "\n".join(f"- {c}" for c in plan.changes)
+            store.write_and_commit(f"compact: {len(plan.changes)} changes\n\n{lines}\n",
+                                   {store.path / rel: text for rel, text in files.items()})
+            committed = True
+            snap = ws.snapshot(store)
+    report = _behavior(store, snap, config)
+    if not dry_run:
+        (store.path / REPORT).write_text(render_report(store.skill, plan.changes, report), encoding="utf-8")
+    return {"skill": store.skill, "dry_run": dry_run, "committed": committed, "changes": plan.changes,
+            "report": report, "warnings": list(snap.warnings) + store.warnings}
+
+
+# --- the structural pass --------------------------------------------------------------------------
+
+@dataclass
+class Plan:
+    """What the structural pass changes: one line per change (the commit message lists them), the
+    entries rewritten (id → new scope, merged fields, provenance to add) and those removed (id →
+    why)."""
+
+    changes: list[str]
+    updates: dict[str, dict[str, Any]]
+    removed: dict[str, str]
+
+
+def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tuple[int, int]]:
+    """Every pair (a < b) of rows whose cosine reaches `bar`, a block of rows at a time (the full
+    matrix of 10,000 scopes would be 400 MB)."""
+    pairs: list[tuple[int, int]] = []
+    for start in range(0, len(vectors), block):
+        sims = vectors[start:start + block] @ vectors[start:].T
+        for a, b in np.argwhere(sims >= bar).tolist():
+            if start + a < start + b:
+                pairs.append((start + a, start + b))
+    return pairs
+
+
+def _plan(snap: Snapshot, config: Config) -> Plan:
+    """What to change: entries to rewrite (new scope, merged fields), to remove, and why."""
+    day = today()
+    alive = np.flatnonzero(snap.alive).tolist()
+    entries = {i: snap.entries[i] for i in alive}
+    changes: list[str] = []
+    scope_of: dict[int, str] = {i: e.scope for i, e in entries.items()}  # the scope each entry ends in
+    updates: dict[str, dict[str, Any]] = {}  # id -> {"scope": …, "fields": {…}, "provenance": [...]}
+    removed: dict[str, str] = {}             # id -> why
+
+    # 1. scopes that mean the same, per kind: one spelling, one file
+    members: dict[int, list[int]] = {}
+    for i in alive:
+        members.setdefault(int(snap.scope_of[i]), []).append(i)
+    for kind in ("learning", "issue"):
+        numbers = [n for n in sorted(members) if snap.scopes[n][0] == kind]
+        if not numbers:
+            continue
+        groups = Groups(len(numbers))
+        for a, b in _close_pairs(snap.phrases[numbers], config.threshold("scope_merge")):
+            groups.union(a, b)
+        words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
+        for at, n in enumerate(numbers):
+            stems = frozenset(content_words(snap.scopes[n][2]))
+            if stems in words:
+                groups.union(words[stems], at)
+            words.setdefault(stems, at)
+        grouped = groups.groups()
+        in_group = {i for g in grouped for i in g}
+        clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
+        for group in clusters:
+            rows = sorted((i for g in group for i in members[numbers[g]]), key=lambda i: snap.id_key[i])
+            # the scope with the most entries wins, written as most of its entries write it
+            # (ties: as the oldest entry does)
+            by_key: dict[str, list[int]] = {}
+            for i in rows:
+                by_key.setdefault(scope_key(entries[i].scope), []).append(i)
+            chosen = max(by_key.values(), key=len)
+            spellings = [entries[i].scope for i in chosen]
+            canonical = max(dict.fromkeys(spellings), key=spellings.count)
+            others = sorted({entries[i].scope for i in rows} - {canonical})
+            if others:
+                changes.append(f"merge scope{'s' if len(others) > 1 else ''} "
+                               f"{', '.join(repr(s) for s in others)} into '{canonical}' ({kind}s)")
+            for i in rows:
+                scope_of[i] = canonical
+                if entries[i].scope != canonical:
+                    updates.setdefault(entries[i].id, {})["scope"] = canonical
+
+    # 2. duplicates inside each (merged) scope: merged into the oldest
+    by_scope: dict[tuple[str, str], list[int]] = {}
+    for i, e in entries.items():
+        by_scope.setdefault((e.kind, scope_key(scope_of[i])), []).append(i)
+    for (kind, _), rows in sorted(by_scope.items()):
+        if len(rows) < 2:
+            continue
+        rows.sort(key=lambda i: snap.id_key[i])
+        sims = snap.vectors[rows] @ snap.vectors[rows].T
+        groups = Groups(len(rows))
+        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+        for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)).tolist():
+            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config)
+            if verdict.relation == "duplicate":
+                groups.union(a, b)
+        for group in groups.groups():
+            keeper, merged = entries[rows[group[0]]], [entries[rows[g]] for g in group[1:]]
+            update = updates.setdefault(keeper.id, {})
+            provenance = [p for e in merged for p in e.provenance]
+            provenance.append(f"{day.isoformat()} — compact merged {', '.join(e.id for e in merged)} into {keeper.id}")
+            update["provenance"] = provenance
+            if kind == "learning":
+                group_entries = [keeper, *merged]
+                update["fields"] = {
+                    "recurrence": str(sum(e.recurrence for e in group_entries)),
+                    "first_seen": min(e.first_seen for e in group_entries if e.first_seen),
+                    "last_seen": max(e.last_seen for e in group_entries if e.last_seen),
+                }
+            for e in merged:
+                removed[e.id] = f"merged into {keeper.id}"
+                updates.pop(e.id, None)
+            changes.append(f"merge {', '.join(e.id for e in merged)} into {keeper.id} ({scope_of[rows[group[0]]]})")
+
+    # 3. learnings that decayed away (weights use the merged fields)
+    for i, e in entries.items():
+        if e.kind != "learning" or e.id in removed:
+            continue
+        fields = updates.get(e.id, {}).get("fields", {})
+        w = weight(int(fields.get("recurrence", e.recurrence)), fields.get("last_seen", e.last_seen), day, config)
+        if w < config.retire_weight_threshold:
+            removed[e.id] = f"weight {w:.3f} below {config.retire_weight_threshold}"
+            updates.pop(e.id, None)
+            changes.append(f"retire {e.id} ({e.scope}): weight {w:.3f} < {config.retire_weight_threshold:g}")
+    return Plan(changes, updates, removed)
+
+
+def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
+    """The new text of every file the plan touches (None: delete the file)."""
+    texts: dict[str, str] = {}
+
+    def text_of(rel: str) -> str:
+        if rel not in texts:
+            path = store.path / rel
+            texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
+        return texts[rel]
+
+    # rel -> (the text its blocks were read from, its blocks by id): a file is parsed once, not once
+    # per entry changed in it (quadratic at 100,000 entries); an edit inside the file shifts the
+    # blocks after it, anything else (an append, removing the last block) reads the file again.
+    known: dict[str, tuple[str, dict[str, blocks.Block]]] = {}
+
+    def find(rel: str, entry_id: str) -> blocks.Block:
+        text = text_of(rel)
+        cached = known.get(rel)
+        if cached is None or cached[0] is not text or entry_id not in cached[1]:
+            parsed = blocks.parse(text, rel)
+            by_id: dict[str, blocks.Block] = {}
+            for b in parsed.blocks:
+                by_id.setdefault(b.id, b)
+            if parsed.errors or entry_id not in by_id:
+                raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
+            cached = known[rel] = (text, by_id)
+        return cached[1][entry_id]
+
+    def edited(rel: str, block: blocks.Block, new_text: str, removed: bool) -> None:
+        old = texts[rel]
+        texts[rel] = new_text
+        cached = known.pop(rel, None)
+        if cached is None or cached[0] is not old or (removed and (block.end >= len(old) or not new_text)):
+            return
+        delta, lines = len(new_text) - len(old), new_text.count("\n") - old.count("\n")
+        by_id = {}
+        for bid, b in cached[1].items():
+            if b.start >= block.end:
+                b = dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines)
+            elif b.start >= block.start:
+                continue  # the block edited (or removed): never looked up again
+            by_id[bid] = b
+        known[rel] = (new_text, by_id)
+
+    target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
+    for i in range(snap.size):
+        e = snap.entries[i]
+        if e is None or not snap.alive[i]:
+            continue
+        scope = plan.updates.get(e.id, {}).get("scope", e.scope)
+        if e.scope == scope and e.id not in plan.removed:
+            target.setdefault((e.kind, scope_key(scope)), e.path)
+    for entry_id, why in plan.removed.items():
+        e = snap.entries[snap.by_id[entry_id]]
+        block = find(e.path, entry_id)
+        edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
+    for entry_id, update in plan.updates.items():
+        e = snap.entries[snap.by_id[entry_id]]
+        block = find(e.path, entry_id)
+        fields = dict(update.get("fields", {}))
+        scope = update.get("scope", e.scope)
+        if scope != e.scope:
+            fields["scope"] = scope
+        new = blocks.update_fields(block, fields, update.get("provenance"))
+        home = target.setdefault((e.kind, scope_key(scope)), e.path)
+        if home == e.path:
+            edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
+        else:
+            edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
+            texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
+    return {rel: (text if text.strip() else None) for rel, text in texts.items()}
+
+
+# --- the behavioral pass --------------------------------------------------------------------------
+
+def _behavior(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
+    day = today()
+    log = list(events.read(store.path))
+
+    def when(event: dict[str, Any]) -> dt.date | None:
+        try:
+            return dt.datetime.fromisoformat(str(event.get("ts"))).date()
+        except ValueError:
+            return None
+
+    live = {e.id: e for e in snap.entries if e is not None and snap.by_id.get(e.id) is not None}
+    harden, churn, stale, unresolved = [], [], [], []
+    reinforced: dict[str, int] = {}
+    surfaced: dict[str, dt.date] = {}
+    scope_of_capture: dict[str, str] = {}
+    captured_on: dict[str, dt.date] = {}
+    for event in log:
+        on = when(event)
+        if on is None:
+            continue
+        kind = event.get("event")
+        if kind == "capture":
+            entry_id = event.get("entry_id")
+            if entry_id and event.get("status") == "committed":
+                scope_of_capture[entry_id], captured_on[entry_id] = str(event.get("scope")), on
+            if entry_id and event.get("status") == "reinforced" and (day - on).days <= HARDEN_WINDOW_DAYS:
+                reinforced[entry_id] = reinforced.get(entry_id, 0) + 1
+        elif kind == "revise" and event.get("action") == "reinforce" and event.get("status") == "committed":
+            if (day - on).days <= HARDEN_WINDOW_DAYS:
+                reinforced[str(event.get("entry_id"))] = reinforced.get(str(event.get("entry_id")), 0) + 1
+        elif kind == "recall":
+            for entry_id in event.get("learnings") or []:
+                surfaced[entry_id] = max(surfaced.get(entry_id, on), on)
+    for entry_id, count in sorted(reinforced.items()):
+        entry = live.get(entry_id)
+        if entry is not None and entry.kind == "learning" and count >= 2 and \
+                entry.recurrence >= config.promotion_threshold - 1:
+            harden.append({"id": entry_id, "scope": entry.scope, "recurrence": entry.recurrence,
+                           "reinforced_recently": count, "rule": entry.body})
+    churned: dict[str, list[str]] = {}
+    for event in log:
+        on = when(event)
+        entry_id = str(event.get("entry_id"))
+        if on and event.get("event") == "revise" and event.get("action") in ("weaken", "remove") \
+                and event.get("status") == "committed" and entry_id in captured_on \
+                and 0 <= (on - captured_on[entry_id]).days <= CHURN_WINDOW_DAYS:
+            churned.setdefault(scope_of_capture[entry_id], []).append(entry_id)
+    for scope, ids in sorted(churned.items()):
+        churn.append({"scope": scope, "entries": sorted(set(ids))})
+    for entry_id, entry in sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]))):
+        if entry.kind != "learning" or not entry.first_seen:
+            continue
+        seen = surfaced.get(entry_id)
+        age = (day - dt.date.fromisoformat(entry.first_seen)).days
+        if age >= STALE_DAYS and (seen is None or (day - seen).days >= STALE_DAYS):
+            stale.append({"id": entry_id, "scope": entry.scope,
+                          "last_surfaced": seen.isoformat() if seen else None})
+    for event in log:
+        other = event.get("conflicts_with")
+        if event.get("event") == "capture" and event.get("status") == "conflict" and other:
+            local = other if not str(other).startswith(GLOBAL_PREFIX) else None
+            if local is None or local in live:
+                unresolved.append({"date": str(event.get("ts"))[:10], "conflicts_with": other,
+                                   "scope": event.get("scope")})
+    return {"harden": harden, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved}
+
+
+def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:
+    lines = [f"# compact report for {skill} ({today().isoformat()})", "", "## Structural changes", ""]
+    lines += [f"- {c}" for c in changes] or ["- none"]
+    titles = {"harden": f"Learnings worth hardening into issues (reinforced in the last {HARDEN_WINDOW_DAYS} days)",
+              "churn": f"Scopes with capture churn (weakened or removed within {CHURN_WINDOW_DAYS} days)",
+              "stale": f"Learnings not surfaced by recall for {STALE_DAYS} days",
+              "unresolved_conflicts": "Conflicts never resolved"}
+    for key, title in titles.items():
+        lines += ["", f"## {title}", ""]
+        items = report[key]
+        if not items:
+            lines.append("- none")
+        for item in items:
+            lines.append("- " + ", ".join(f"{k}: {v}" for k, v in item.items() if k != "rule")
+                         + (f" — {item['rule']}" if "rule" in item else ""))
+    lines += ["", "Advisory only: enact a finding with `git whetstone revise`.", ""]
+    return "\n".join(lines)
+
+
+# --- every skill ----------------------------------------------------------------------------------
+
+def compact_all(*, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
+    """Compact every skill, then report preferences shared by several skills as global candidates
+    (see `global_layer.clusters`). Writes nothing global."""
+    ws = Workspace.of(config)
+    results = [_compact(ws, name, dry_run) for name in list_skills(ws.config)]
+    return {"skills": results, "clusters": clusters(ws)}

@@ -1,0 +1,118 @@
+"""A write in progress (`Context`): the workspace, the store being written under its lock, and
+that store's fresh snapshot, with what every write needs: an entry by id, a scope file's blocks,
+the nearest stored rules with the judge's verdict, a new block, one commit. Built by
+`Workspace.writing`.
+"""
+from __future__ import annotations
+
+from typing import Iterator
+
+import numpy as np
+
+from ..base.clock import today
+from ..base.config import Config
+from ..base.errors import RUNTIME, WhetstoneError
+from ..format import blocks
+from ..format.layout import scope_key
+from ..index.records import Entry
+from ..index.snapshot import Snapshot
+from ..semantics.embed import Embedder
+from ..semantics.judge import Verdict, judge
+from ..store.store import Store
+from .workspace import Workspace
+
+
+class Context:
+    """A write in progress: the locked store, its fresh snapshot, and the workspace."""
+
+    def __init__(self, workspace: Workspace, store: Store, snap: Snapshot) -> None:
+        self.workspace, self.store, self.snap = workspace, store, snap
+
+    @property
+    def config(self) -> Config:
+        return self.workspace.config
+
+    @property
+    def embedder(self) -> Embedder:
+        return self.workspace.embedder
+
+    @classmethod
+    def open(cls, workspace: Workspace, store: Store) -> "Context":
+        """The context of a write to `store` (call with its lock held)."""
+        return cls(workspace, store, workspace.snapshot(store))
+
+    def entry(self, entry_id: str) -> Entry:
+        row = self.snap.by_id.get(entry_id)
+        if row is None:
+            raise WhetstoneError(f"unknown entry id {entry_id} in {self.store.skill}")
+        return self.snap.entries[row]
+
+    def live(self) -> list[Entry]:
+        """Every entry of the store, in row order."""
+        return [self.snap.entries[row] for row in np.flatnonzero(self.snap.alive)]
+
+    def read(self, rel: str) -> tuple[str, list[blocks.Block]]:
+        """A scope file's text and blocks; a file that fails validation is not written to."""
+        path = self.store.path / rel
+        try:
+            text = path.read_bytes().decode("utf-8")
+        except FileNotFoundError:
+            return "", []
+        except UnicodeDecodeError:
+            raise WhetstoneError(f"{rel}:1: not valid UTF-8; fix the file before writing to it",
+                                 exit_code=RUNTIME) from None
+        parsed = blocks.parse(text, rel, rel.split("/", 1)[0])
+        if parsed.errors:
+            raise WhetstoneError(f"{parsed.errors[0]} (fix the file, see git whetstone validate, "
+                                 f"before writing to it)", exit_code=RUNTIME)
+        return text, parsed.blocks
+
+    def block(self, entry: Entry) -> tuple[str, blocks.Block]:
+        """The text of an entry's file and the entry's block in it."""
+        text, found = self.read(entry.path)
+        for block in found:
+            if block.id == entry.id:
+                return text, block
+        raise WhetstoneError(f"{entry.id} moved while being changed; try again", exit_code=RUNTIME)
+
+    def nearest(self, body: str, scope: str, exclude: str | None = None) -> Iterator[tuple[Entry, Verdict]]:
+        """Stored entries by likeness to `body`, closest first, each with the judge's verdict.
+        Lazy: callers stop at the first verdict that decides their case."""
+        if not self.snap.count:
+            return
+        config = self.config
+        body_vec, scope_vec = self.embedder.embed([body, scope])
+        sims = np.where(self.snap.alive, self.snap.vectors @ body_vec, -1.0)
+        scope_sims = self.snap.phrases @ scope_vec
+        floor = min(config.threshold("grey"), config.threshold("conflict"))
+        near = np.flatnonzero(sims >= floor)
+        for row in near[np.lexsort((self.snap.id_key[near], -sims[near]))][:25]:
+            e = self.snap.entries[row]
+            if e.id == exclude:
+                continue
+            close = (scope_key(e.scope) == scope_key(scope)
+                     or scope_sims[self.snap.scope_of[row]] >= config.threshold("scope"))
+            yield e, judge(body, e.body, float(sims[row]), config, same_scope=close)
+
+    def add_block(self, kind: str, body: str, scope: str, provenance: list[str], pending: dict[str, str | None],
+                  recurrence: int = 1, first_seen: str | None = None, last_seen: str | None = None) -> str:
+        """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
+        included) and return its id. `first_seen`/`last_seen` default to today (an import keeps its
+        source's dates, so a stale preference does not arrive looking fresh)."""
+        entry_id, ids_text = self.store.mint(kind, self.snap.top)
+        day = today().isoformat()
+        fields: list[tuple[str, str]] = []
+        if kind == "learning":
+            fields += [("recurrence", str(recurrence)), ("first_seen", first_seen or day),
+                       ("last_seen", last_seen or day)]
+        fields.append(("scope", scope))
+        fields += [("provenance", blocks.encode_value(p)) for p in provenance]
+        rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
+        text = pending[rel] if rel in pending else self.read(rel)[0]
+        pending[rel] = blocks.append(text or "", blocks.render(entry_id, blocks.derive_title(body), fields, body))
+        pending["next_ids.json"] = ids_text
+        return entry_id
+
+    def commit(self, message: str, files: dict[str, str | None]) -> None:
+        """Write the files (None: delete) and commit them as one change."""
+        self.store.write_and_commit(message, {self.store.path / rel: text for rel, text in files.items()})

@@ -1,0 +1,100 @@
+"""What capture and revise accept from a caller, checked before anything is touched.
+
+A body, scope, provenance or run id that could not be written and read back exactly as given (a
+heading in a body, control characters, a lone surrogate, too long) is refused here with one line,
+so the CLI and the MCP tool say the same thing and nothing is half written.
+"""
+from __future__ import annotations
+
+import re
+import unicodedata
+
+from ..base.clock import today
+from ..base.errors import WhetstoneError, shown, unicode_text
+from ..format import blocks
+
+MAX_BODY = 4000
+MAX_SCOPE = 100
+MAX_PROVENANCE = 300
+ANSWERS = {"yes": "yes", "y": "yes", "true": "yes", "confirm": "yes", "ok": "yes",
+           "no": "no", "n": "no", "decline": "no",
+           "new": "new", "separate": "new", "reinforce": "reinforce", "same": "reinforce", "replace": "replace"}
+_CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+
+
+def clean_body(body: object) -> str:
+    """A rule body as it will be written: trimmed, single blank lines between paragraphs."""
+    if not isinstance(body, str):
+        raise WhetstoneError(f"body must be text, got {shown(body)}")
+    text = unicodedata.normalize("NFC", unicode_text(body, "body").replace("\r\n", "\n").replace("\r", "\n"))
+    if _CONTROL.search(text.replace("\t", " ")):
+        raise WhetstoneError("body contains control characters (NUL or similar); send plain text")
+    lines = [line.rstrip() for line in text.strip().split("\n")]
+    text = re.sub(r"\n{3,}", "\n\n", "\n".join(lines))
+    if not text:
+        raise WhetstoneError("body is empty: give the rule to remember")
+    if len(text) > MAX_BODY:
+        raise WhetstoneError(f"body is too long ({len(text)} characters; a rule fits in {MAX_BODY})")
+    # A body is acceptable when a block holding it reads back as exactly that body: whatever the
+    # format would misread (a heading, a list joining the metadata, an open fence) is refused here.
+    for line in text.split("\n"):
+        if line.startswith("#") and blocks.is_heading(line):
+            raise WhetstoneError(f"body cannot be stored as written: the line {shown(line)} would be a heading")
+    probe = blocks.parse(blocks.render("I1", "probe", [("scope", "probe")], text), "body")
+    if probe.errors or [b.body for b in probe.blocks] != [text]:
+        problem = probe.errors[0].message if probe.errors else "it would not read back as written"
+        raise WhetstoneError(f"body cannot be stored as written: {problem}")
+    return text
+
+
+def clean_scope(scope: object) -> str:
+    if not isinstance(scope, str) or not " ".join(scope.split()):
+        raise WhetstoneError("scope is empty: give a short phrase for when the rule applies")
+    text = " ".join(unicodedata.normalize("NFC", unicode_text(scope, "scope")).split())
+    if _CONTROL.search(text):
+        raise WhetstoneError("scope contains control characters")
+    if len(text) > MAX_SCOPE:
+        raise WhetstoneError(f"scope is too long ({len(text)} characters; at most {MAX_SCOPE})")
+    return text
+
+
+def clean_provenance(provenance: object) -> str:
+    if provenance is None:
+        return ""
+    if not isinstance(provenance, str):
+        raise WhetstoneError(f"provenance must be text, got {shown(provenance)}")
+    text = " ".join(_CONTROL.sub(" ", unicode_text(provenance, "provenance")).split())
+    return text if len(text) <= MAX_PROVENANCE else text[: MAX_PROVENANCE - 1] + "…"
+
+
+def clean_run_id(run_id: object) -> str | None:
+    if run_id is None or run_id == "":
+        return None
+    if not isinstance(run_id, str) or len(run_id) > 100 or _CONTROL.search(run_id) or not run_id.isprintable():
+        raise WhetstoneError(f"run_id must be the short text recall returned, got {shown(run_id)}")
+    return run_id
+
+
+def answer(confirm: object) -> str | None:
+    """The meaning of a `confirm` argument: None (not given), yes, no, new, reinforce or replace."""
+    if confirm is None or confirm is False or confirm == "":
+        return None
+    if confirm is True:
+        return "yes"
+    if isinstance(confirm, str) and confirm.strip().lower() in ANSWERS:
+        return ANSWERS[confirm.strip().lower()]
+    raise WhetstoneError(f"confirm must be true or one of yes, no, new, reinforce, replace; got {shown(confirm)}")
+
+
+def polarity_kind(polarity: object) -> str:
+    if isinstance(polarity, str) and polarity.strip().lower() in ("learning", "issue"):
+        return polarity.strip().lower()
+    raise WhetstoneError(f"polarity must be 'learning' or 'issue', got {shown(polarity)}")
+
+
+def stamp(provenance: str) -> str:
+    """A provenance line as recorded: today's date, then the caller's words (quoted)."""
+    day = today().isoformat()
+    if not provenance:
+        return f"{day} — (no provenance given)"
+    return f"{day} — {provenance}" if provenance[0] in "'\"" else f"{day} — '{provenance}'"

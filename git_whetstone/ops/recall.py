@@ -1,0 +1,329 @@
+"""recall (SPEC §4, §5): the learnings and issues that matter for an elaborated intent.
+
+Recipe: embed the intent and each of its clauses. An entry's relevance to a clause mixes how close
+its scope is (the scope's phrase or centroid) with how close its own text is;
+the scope counts more, because a task names what it touches ("a revenue table") far more often
+than it restates a rule. An entry is returned when its relevance clears the cutoff for its kind
+(issues have the lower one) and lies within `band` of the best match for one of the clauses: the
+band adapts to how well the intent matches this store at all, where a fixed cutoff would return a
+dozen loose matches for a vague intent and nothing for a precise one. A clause's own floor lies at
+most three bands under the best match overall, and a clause whose best match barely clears the
+cutoff (one stray word) brings no matches of its own. Learnings are ordered by
+relevance and weight and picked by MMR, so the k returned are not k paraphrases; issues are
+ranked and capped, and what is left out is counted. When nothing clears its cutoff, a small
+floor of the strongest learnings and the nearest issue is returned instead, flagged `fallback`.
+The mix, cutoffs and band were fitted per backend on the labeled set in tests/eval.
+"""
+from __future__ import annotations
+
+import datetime as dt
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ..base.clock import today
+from ..base.config import Config
+from ..base.errors import WhetstoneError, shown, unicode_text
+from ..format.layout import GLOBAL, GLOBAL_PREFIX
+from ..index.snapshot import Snapshot
+from ..semantics.judge import contradiction
+from ..semantics.words import content_words
+from ..store import events
+from ..store.weight import weights
+from .workspace import Workspace
+
+MAX_INTENT = 20_000
+MMR_LAMBDA = 0.75
+MMR_POOL = 200
+FALLBACK_LEARNINGS = 2
+SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
+
+HOW_TO_USE = (
+    "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
+    "preferences weighted 0-1 (how firmly to apply them): follow strong ones by default and weigh weak ones "
+    "against the request. 'conflicts' names returned entries that contradict each other: the issue wins, or "
+    "ask the user. 'fallback' true means nothing matched the intent closely and these are the strongest "
+    "entries overall; 'omitted' counts relevant entries left out by the caps.")
+CAPTURE_CONTRACT = (
+    "The moment you act on a correction from the user, call capture with the generalized rule as body, "
+    "polarity 'learning' for a taste or 'issue' for an always/never rule, a short scope phrase for when it "
+    "applies, the user's words as provenance, and this run_id. To strengthen, weaken, reword or remove an entry "
+    "shown here, call revise with its id. Relay the returned confirmation to the user.")
+
+
+def clauses(intent: str) -> list[str]:
+    """The intent and its parts: an elaborated intent lists several dimensions of one task."""
+    parts = [p.strip() for p in re.split(r"[,;:\n•|()]|\s[-–—]\s|\band\b|\bthen\b|&", intent)]
+    seen, out = set(), [intent]
+    for part in parts:
+        key = " ".join(content_words(part))
+        if key and key not in seen and part != intent:
+            seen.add(key)
+            out.append(part)
+    return out[:16]
+
+
+def check_k(value: Any, name: str = "learnings_k") -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= 100:
+        raise WhetstoneError(f"{name} must be a whole number from 1 to 100, got {shown(value)}")
+    return value
+
+
+def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: Config | None = None) -> dict[str, Any]:
+    """The learnings and issues relevant to `intent` in `skill`'s store, and in the global layer
+    (`__global__`, unless `consult_global` is off) within the same budget, as the JSON of SPEC §4.
+    An unknown or empty skill gives empty lists (or only global entries), never an error."""
+    ws = Workspace.of(config)
+    config = ws.config
+    if not isinstance(intent, str) or not intent.strip():
+        raise WhetstoneError("intent is empty: describe the task and its dimensions")
+    if len(intent) > MAX_INTENT:
+        raise WhetstoneError(f"intent is too long ({len(intent)} characters; at most {MAX_INTENT})")
+    unicode_text(intent, "intent")
+    k = check_k(config.learnings_k if learnings_k is None else learnings_k)
+    store = ws.store(skill)
+    day = today()
+    result: dict[str, Any] = {
+        "skill": store.skill, "run_id": events.new_run_id(day), "learnings": [], "issues": [],
+        "conflicts": [], "fallback": False, "omitted": {"learnings": 0, "issues": 0},
+        "how_to_use": HOW_TO_USE, "capture_contract": CAPTURE_CONTRACT, "warnings": [],
+    }
+    stores = [("skill", store)]
+    if config.consult_global and store.skill != GLOBAL:
+        stores.append(("global", ws.store(GLOBAL)))
+    if not store.exists and any((store.path / folder).is_dir() for folder in ("learnings", "issues")):
+        result["warnings"].append(f"{store.path} holds learnings but has no .git, so it is not a store "
+                                  f"whetstone can use; restore its .git (or clone it again)")
+    stores = [(origin, st) for origin, st in stores if st.exists]
+    if not stores:
+        return result
+    for _, st in stores:
+        st.recover_if_interrupted()  # a write a killed writer left half done
+    snaps = [(origin, ws.snapshot(st)) for origin, st in stores]
+    for (origin, st), (_, snap) in zip(stores, snaps):
+        said = st.warnings + snap.warnings
+        result["warnings"] += [w if origin == "skill" else f"{GLOBAL}: {w}" for w in said]
+    live = [(origin, snap) for origin, snap in snaps if snap.count]
+    if live:
+        queries = ws.embedder.embed(clauses(intent))
+        ranked = _rank([Layer(origin, snap, queries, day, config) for origin, snap in live], k, config)
+        result.update(learnings=ranked.learnings, issues=ranked.issues, conflicts=ranked.conflicts,
+                      fallback=ranked.fallback, omitted=ranked.omitted)
+    events.append(store.path, "recall", run_id=result["run_id"], intent=intent[:500],
+                  learnings=[e["id"] for e in result["learnings"]], issues=[e["id"] for e in result["issues"]],
+                  fallback=result["fallback"], omitted=result["omitted"])
+    return result
+
+
+def _row_max(scores: np.ndarray) -> np.ndarray:
+    """`scores.max(axis=1)` for a tall matrix of a few columns (one per clause), a column at a
+    time: numpy's reduction over a short axis costs 20 times more (11 ms at 100,000 rows)."""
+    best = scores[:, 0].copy()
+    for j in range(1, scores.shape[1]):
+        np.maximum(best, scores[:, j], out=best)
+    return best
+
+
+class Layer:
+    """One store's scores for an intent: the skill's own store, or the global layer."""
+
+    def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
+                 config: Config) -> None:
+        self.origin, self.snap = origin, snap
+        scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
+        # rows × clauses: how close each entry is to each part of the intent
+        self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
+        self.learning = snap.alive & snap.is_learning
+        self.issue = snap.alive & ~snap.is_learning
+        self.weight = np.where(self.learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
+        self.relevance = _row_max(self.per_clause)
+        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
+        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+
+    def best(self) -> np.ndarray:
+        """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
+        hits = self.learn_hit | self.issue_hit
+        if not hits.any():
+            return np.full(self.per_clause.shape[1], -1.0)
+        return self.per_clause[hits].max(axis=0)
+
+    def keep_near(self, floor: np.ndarray) -> None:
+        """Only entries within the band of the best match for some clause stay hits: each part of
+        a many-sided intent brings its own best matches, not just the part that matched best."""
+        near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
+        for j in range(1, len(floor)):
+            near |= self.per_clause[:, j] >= floor[j]
+        self.learn_hit &= near
+        self.issue_hit &= near
+
+    def shown_id(self, row: int) -> str:
+        entry = self.snap.entries[row]
+        return entry.id if self.origin == "skill" else GLOBAL_PREFIX + entry.id
+
+
+class Pool:
+    """Rows from several layers side by side: (layer, row) pairs with their vectors and sort keys."""
+
+    def __init__(self, layers: list[Layer], picks: list[np.ndarray]) -> None:
+        self.layers, self.picks = layers, picks
+        self.layer = np.concatenate([np.full(len(rows), i, np.int64) for i, rows in enumerate(picks)])
+        self.row = np.concatenate([np.asarray(rows, np.int64) for rows in picks])
+        self.refs = list(zip(self.layer.tolist(), self.row.tolist()))
+        self.key = self._gather(lambda layer: layer.snap.id_key)
+        self._vectors: np.ndarray | None = None
+
+    @property
+    def vectors(self) -> np.ndarray:
+        if self._vectors is None:
+            self._vectors = self._gather(lambda layer: layer.snap.vectors)
+        return self._vectors
+
+    def vectors_at(self, at: np.ndarray) -> np.ndarray:
+        """The vectors of the pool's rows `at` only (MMR needs a few hundred of thousands)."""
+        out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
+        for i, layer in enumerate(self.layers):
+            mine = self.layer[at] == i
+            out[mine] = layer.snap.vectors[self.row[at][mine]]
+        return out
+
+    def _gather(self, get) -> np.ndarray:
+        return np.concatenate([get(layer)[rows] for layer, rows in zip(self.layers, self.picks)])
+
+    def column(self, name: str) -> np.ndarray:
+        return self._gather(lambda layer: getattr(layer, name)).astype(np.float64)
+
+    def keep(self, mask: np.ndarray) -> None:
+        self.picks = [rows[mask[self.layer == i]] for i, rows in enumerate(self.picks)]
+        self.__init__(self.layers, self.picks)
+
+    def order(self, value: np.ndarray, limit: int | None = None) -> np.ndarray:
+        """Best first; ties go to the skill's own entry, then to the lower id. With `limit`, only
+        the first `limit` of that order (sorting only the rows that can be among them)."""
+        if limit is None or len(value) <= 2 * limit:
+            return np.lexsort((self.key, self.layer, -value))[:limit]
+        cut = -np.partition(-value, limit - 1)[limit - 1]  # the limit-th best value: ties all stay
+        near = np.flatnonzero(value >= cut)
+        return near[np.lexsort((self.key[near], self.layer[near], -value[near]))][:limit]
+
+
+@dataclass
+class Ranked:
+    """What recall returns of the stores' entries: the lists of SPEC §4 and what was left out."""
+
+    learnings: list[dict[str, Any]] = field(default_factory=list)
+    issues: list[dict[str, Any]] = field(default_factory=list)
+    conflicts: list[dict[str, Any]] = field(default_factory=list)
+    fallback: bool = False
+    omitted: dict[str, int] = field(default_factory=lambda: {"learnings": 0, "issues": 0})
+
+
+def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
+    skill = layers[0] if layers[0].origin == "skill" else None
+    band = config.threshold("band")
+    best = np.max([layer.best() for layer in layers], axis=0)
+    # each clause's own best matches count, but a clause that matches nothing well (one stray word)
+    # does not drag in its loose neighbours: no floor lies more than three bands under the best of all
+    floor = np.maximum(best - band, best.max() - 3 * band)
+    # and a clause whose best match barely clears the cutoff ("symbols") brings no matches of its own
+    floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf
+    for layer in layers:
+        layer.keep_near(floor)
+    learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
+    issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
+    # A global entry that says what a matched skill entry says is not repeated: the skill's wins.
+    for pool in (learn, issue):
+        _drop_repeats(pool, learn, issue, skill, config)
+    ranked = Ranked()
+
+    if learn.refs:
+        value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
+        chosen = [learn.refs[i] for i in _mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k)]
+        ranked.omitted["learnings"] = len(learn.refs) - len(chosen)
+    else:  # the floor: the strongest learnings overall
+        every = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
+        weight = every.column("weight")
+        chosen = [every.refs[i] for i in every.order(weight, min(k, FALLBACK_LEARNINGS))]
+        ranked.fallback = bool(chosen)
+
+    if not learn.refs and not issue.refs and any(layer.issue.any() for layer in layers):
+        every = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])  # the floor: the nearest issue
+        li, row = every.refs[every.order(every.column("relevance"), 1)[0]]
+        issue = Pool(layers, [np.array([row]) if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
+        ranked.fallback = True
+    order = issue.order(issue.column("relevance"), config.issues_k)
+    ranked.omitted["issues"] = max(0, len(issue.refs) - config.issues_k)
+    issues = [issue.refs[i] for i in order]
+
+    for li, row in chosen:
+        layer, e = layers[li], layers[li].snap.entries[row]
+        ranked.learnings.append({"id": layer.shown_id(row), "rule": e.body, "scope": e.scope,
+                                    "recurrence": e.recurrence, "weight": round(float(layer.weight[row]), 4),
+                                    "origin": layer.origin})
+    for li, row in issues:
+        layer, e = layers[li], layers[li].snap.entries[row]
+        ranked.issues.append({"id": layer.shown_id(row), "rule": e.body, "scope": e.scope, "origin": layer.origin})
+    ranked.conflicts = _conflicts(layers, [*chosen, *issues], config)
+    return ranked
+
+
+def _drop_repeats(pool: Pool, learn: Pool, issue: Pool, skill: Layer | None, config: Config) -> None:
+    if skill is None or not pool.refs:
+        return
+    theirs = np.flatnonzero(pool.layer != 0)
+    if not len(theirs):
+        return
+    mine = [(v, layer_row) for p in (learn, issue) for v, layer_row in zip(p.vectors, p.refs) if layer_row[0] == 0]
+    if not mine:
+        return
+    sims = pool.vectors[theirs] @ np.stack([v for v, _ in mine]).T
+    drop = set()
+    for t, row_sims in zip(theirs, sims):
+        li, row = pool.refs[t]
+        body = pool.layers[li].snap.entries[row].body
+        for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
+            other = skill.snap.entries[mine[m][1][1]].body
+            if not contradiction(body, other, float(row_sims[m]), config):
+                drop.add(int(t))
+                break
+    if drop:
+        mask = np.ones(len(pool.refs), bool)
+        mask[list(drop)] = False
+        pool.keep(mask)
+
+
+def _mmr(vectors_at, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
+    """Maximal marginal relevance: each pick trades value against likeness to what was picked.
+    `order` ranks the candidates (value, then skill before global, then id), so equal scores
+    always resolve the same way whatever the row order; `vectors_at(rows)` gives their vectors."""
+    pool = order[:MMR_POOL]
+    value = value[pool]
+    vectors = vectors_at(pool)
+    sims = vectors @ vectors.T
+    picked: list[int] = []
+    closest = np.zeros(len(pool))
+    available = np.ones(len(pool), bool)
+    for step in range(min(k, len(pool))):
+        score = np.where(available, MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest, -np.inf)
+        best = int(np.argmax(score))  # the first maximum: the earliest in `order`
+        picked.append(best)
+        available[best] = False
+        closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
+    return [int(pool[i]) for i in picked]
+
+
+def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config) -> list[dict[str, Any]]:
+    found = []
+    if not refs:
+        return found
+    vecs = np.stack([layers[li].snap.vectors[row] for li, row in refs])
+    sims = vecs @ vecs.T
+    bodies = [layers[li].snap.entries[row].body for li, row in refs]
+    for i, (la, ra) in enumerate(refs):
+        for j in range(i + 1, len(refs)):
+            lb, rb = refs[j]
+            reason = contradiction(bodies[i], bodies[j], float(sims[i, j]), config)
+            if reason:
+                found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
+    return found

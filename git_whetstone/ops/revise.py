@@ -1,0 +1,141 @@
+"""revise (SPEC §4): change an entry recall showed, by its id, one git commit per change.
+
+reinforce and weaken move a learning's recurrence; remove deletes an entry; promote hardens a
+learning into an issue and demote softens an issue into a learning; `body` rewords and `scope`
+moves an entry on the way. Destructive actions and promotion ask for confirmation first (and
+every write does in `supervised` mode); a reworded, moved or re-kinded entry is judged against the
+rest of the store, as a capture is.
+"""
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from ..base.clock import today
+from ..base.config import Config
+from ..base.errors import WhetstoneError, shown
+from ..format import blocks
+from ..format.layout import GLOBAL, GLOBAL_PREFIX
+from ..index.records import Entry
+from ..store import events
+from .context import Context
+from .workspace import Workspace
+from .inputs import answer, clean_body, clean_run_id, clean_scope
+from .writes import DECLINED, Outcome, ask, brief, harden, move, promotion_declined, reinforce, reword, soften
+
+ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote")
+
+
+def revise(skill: str, entry_id: str, action: str, body: str | None = None, scope: str | None = None,
+           run_id: str | None = None, confirm: bool | str | None = None, *,
+           config: Config | None = None) -> dict[str, Any]:
+    """Change an entry recall showed: reinforce, weaken, remove, promote (learning → issue) or demote
+    (issue → learning), optionally rewording it (`body`) or moving it to another `scope`."""
+    ws = Workspace.of(config)
+    if not isinstance(action, str) or action.strip().lower() not in ACTIONS:
+        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}")
+    action = action.strip().lower()
+    if not isinstance(entry_id, str) or not re.fullmatch(r"(?:[Gg]:)?[LlIi][1-9]\d*", entry_id.strip()):
+        raise WhetstoneError(f"unknown entry id {shown(entry_id)}: ids look like L3 or I2")
+    entry_id = entry_id.strip().upper()
+    if entry_id.startswith(GLOBAL_PREFIX):  # an id recall showed from the global layer
+        skill, entry_id = GLOBAL, entry_id[len(GLOBAL_PREFIX):]
+    new_body = clean_body(body) if body not in (None, "") else None
+    new_scope = clean_scope(scope) if scope not in (None, "") else None
+    run_id, said = clean_run_id(run_id), answer(confirm)
+    if action == "remove" and (new_body or new_scope):
+        raise WhetstoneError("remove takes no body or scope")
+    store = ws.store(skill, must_exist=True)
+    with store.lock():
+        ctx = Context.open(ws, store)
+        outcome = _revise(ctx, ctx.entry(entry_id), action, new_body, new_scope, said)
+        warnings = list(ctx.snap.warnings) + store.warnings
+    result = outcome.json(skill=store.skill, status=None, action=action, entry_id=None, recurrence=None,
+                          confirmation=None, run_id=run_id, warnings=warnings)
+    events.append(store.path, "revise", run_id=run_id, action=action, status=outcome.status,
+                  entry_id=entry_id, new_entry_id=outcome.entry_id)
+    return result
+
+
+def _revise(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
+            said: str | None) -> Outcome:
+    if action in ("reinforce", "weaken") and entry.kind != "learning":
+        raise WhetstoneError(f"{entry.id} is an issue: issues have no weight to {action}; "
+                             f"use demote or remove")
+    if action == "promote" and entry.kind != "learning":
+        raise WhetstoneError(f"{entry.id} is already an issue")
+    if action == "demote" and entry.kind != "issue":
+        raise WhetstoneError(f"{entry.id} is a learning; only issues can be demoted")
+    recurrence = entry.recurrence if entry.kind == "learning" else None  # what the entry has now
+
+    if action == "promote" and said == "no":
+        if promotion_declined(entry):
+            return Outcome("noop", entry.id, recurrence, f"{entry.id} stays a learning (already noted).")
+        text, block = ctx.block(entry)
+        said_by = f"{today().isoformat()} — {DECLINED}"
+        ctx.commit(f"revise: keep {entry.id} a learning ({entry.scope})\n\nThe user declined promotion.\n",
+                   {entry.path: blocks.replace(text, block, blocks.update_fields(block, {}, said_by))})
+        return Outcome("committed", entry.id, recurrence, f"{entry.id} stays a learning; whetstone will not ask again.")
+
+    judged = _judge_change(ctx, entry, action, body, scope, recurrence)
+    if judged is not None:
+        return judged
+
+    needs = action in ("remove", "promote", "demote") or ctx.config.supervision == "supervised"
+    if needs and said != "yes":
+        what = {"remove": f"delete {entry.id}", "promote": f"make {entry.id} a mandatory issue",
+                "demote": f"make {entry.id} a soft learning"}.get(action, f"{action} {entry.id}")
+        return ask(f"Confirm: {what} (\"{blocks.derive_title(entry.body)}\"). Repeat the call with confirm='yes'.",
+                   entry.id, recurrence)
+
+    if action == "reinforce":
+        if scope:
+            return move(ctx, entry, body, scope, {"recurrence": str(entry.recurrence + 1),
+                                                  "last_seen": today().isoformat()})
+        return reinforce(ctx, entry, None, verb="revise", body=body)
+    if action == "weaken":
+        return _weaken(ctx, entry, body, scope)
+    if action == "remove":
+        text, block = ctx.block(entry)
+        ctx.commit(f"revise: remove {entry.id} ({entry.scope})\n\n{entry.body}\n",
+                   {entry.path: blocks.remove(text, block) or None})
+        return Outcome("committed", entry.id, None,
+                       f"Whetstone removed {entry.id} ({entry.scope}): {blocks.derive_title(entry.body)}")
+    if action == "promote":
+        return harden(ctx, entry, None, body=body, scope=scope, verb="revise")
+    return soften(ctx, entry, body=body, scope=scope)
+
+
+def _judge_change(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
+                  recurrence: int | None) -> Outcome | None:
+    """A reworded, moved, promoted or demoted entry against the rest of the store: a conflict or a
+    duplicate stops the change (nothing written); None lets it go ahead."""
+    if body is None and scope is None and action not in ("promote", "demote"):
+        return None
+    target_kind = {"promote": "issue", "demote": "learning"}.get(action, entry.kind)
+    for other, verdict in ctx.nearest(body or entry.body, scope or entry.scope, exclude=entry.id):
+        if verdict.relation == "conflict":
+            return Outcome("conflict", entry.id, recurrence, extra={
+                "conflicts_with": brief(other), "reason": verdict.reason,
+                "prompt": f"The revised rule contradicts {other.id} ({other.scope}) — {verdict.reason}. "
+                          f"Nothing was written; resolve {other.id} first."})
+        if verdict.relation == "duplicate" and other.kind == target_kind:
+            return Outcome("noop", other.id, recurrence, (
+                f"{other.id} already says this; nothing changed. Remove {entry.id} if it is redundant."),
+                {"duplicate_of": brief(other)})
+    return None
+
+
+def _weaken(ctx: Context, entry: Entry, body: str | None, scope: str | None) -> Outcome:
+    if entry.recurrence <= 1 and not (body or scope):
+        return Outcome("noop", entry.id, entry.recurrence, f"{entry.id} is already at recurrence 1; use remove to drop it.")
+    count = max(1, entry.recurrence - 1)
+    if scope:
+        return move(ctx, entry, body, scope, {"recurrence": str(count)})
+    text, block = ctx.block(entry)
+    changed = blocks.update_fields(block, {"recurrence": str(count)})
+    if body:
+        changed = reword(changed, block, body)
+    ctx.commit(f"revise: weaken {entry.id} ({entry.scope}), recurrence {count}\n",
+               {entry.path: blocks.replace(text, block, changed)})
+    return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}.")

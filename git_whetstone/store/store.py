@@ -1,0 +1,230 @@
+"""A skill's store (SPEC §3): one git repository of scope files under the store root.
+
+`Store` owns the files: where they are, the cross-process write lock, id minting from
+next_ids.json, and every write as one atomic, journaled change committed as one git commit. It
+knows nothing about embeddings or retrieval, nor about hooks (installing them is `ops.attach`'s).
+"""
+from __future__ import annotations
+
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator
+
+from ..base.config import Config
+from ..base.errors import RUNTIME, WhetstoneError
+from ..base.files import read_or_none
+from ..format.counters import ids_text
+from ..format.layout import GLOBAL, KIND_FOLDER, SKILL_NAME, scope_filename, scope_key, skill_name
+from ..git import runner
+from ..git.locks import Busy, flock, git_locks
+from . import ids, journal
+
+
+@dataclass
+class Store:
+    """One skill's repository. Construct with `Store.open`; writes happen inside `with store.lock()`."""
+
+    config: Config
+    skill: str
+    path: Path
+    warnings: list[str] = field(default_factory=list)
+    _lock_fd: int | None = field(default=None, repr=False)  # while this process holds the write lock
+
+    @classmethod
+    def open(cls, config: Config, skill: object) -> "Store":
+        name = skill_name(skill)
+        root = Path(config.store_root).expanduser()
+        if root.exists() and not root.is_dir():
+            raise WhetstoneError(f"store root {root} is not a directory (see store_root / WHETSTONE_STORE_ROOT)")
+        path = root / name
+        if path.is_symlink():
+            target = path.resolve()
+            if not target.is_relative_to(root.resolve()):
+                raise WhetstoneError(f"store {path} is a link to {target}, outside the store root; refusing it")
+        return cls(config, name, path)
+
+    # --- state ----------------------------------------------------------------------------------
+
+    @property
+    def exists(self) -> bool:
+        return (self.path / ".git").exists()
+
+    def require(self) -> None:
+        if not self.exists and self.orphaned():
+            raise WhetstoneError(f"{self.path} holds learnings but has no .git, so it is not a store whetstone "
+                                 f"can use; restore its .git (or clone it again)", exit_code=RUNTIME)
+        if not self.exists:
+            raise WhetstoneError(f"no store for skill '{self.skill}' (create it with: git whetstone attach {self.skill})")
+
+    def orphaned(self) -> bool:
+        """A store directory whose .git is gone: its markdown is there, its history is not."""
+        return any((self.path / folder).is_dir() for folder in KIND_FOLDER.values())
+
+    def head(self) -> str | None:
+        return runner.head(self.path)
+
+    def scope_files(self, kind: str) -> list[Path]:
+        folder = self.path / KIND_FOLDER[kind]
+        try:
+            return sorted(p for p in folder.iterdir() if p.suffix == ".md" and not p.name.startswith("."))
+        except FileNotFoundError:
+            return []
+
+    def scope_texts(self) -> dict[str, bytes]:
+        """The store's scope files as they are on disk, by path relative to the store."""
+        return {self.rel(path): path.read_bytes() for kind in KIND_FOLDER for path in self.scope_files(kind)}
+
+    def rel(self, path: Path) -> str:
+        return path.relative_to(self.path).as_posix()
+
+    def file_for_scope(self, kind: str, scope: str, known: dict[tuple[str, str], str]) -> Path:
+        """The file that holds `scope` for `kind`: where its blocks already live (`known` maps
+        (kind, scope key) to a file), else a new one named after the scope."""
+        rel = known.get((kind, scope_key(scope)))
+        if rel:
+            return self.path / rel
+        path = self.path / KIND_FOLDER[kind] / scope_filename(scope)
+        while path.exists():  # a hand-made file of another scope took the name
+            path = path.with_name(path.stem + "x.md")
+        return path
+
+    # --- locking --------------------------------------------------------------------------------
+
+    @contextmanager
+    def lock(self, recover: bool = True) -> Iterator[None]:
+        """Hold the store's cross-process write lock, then finish or undo a write that a killed
+        writer left behind (`recover`; the hooks, which run inside a person's git command, skip it).
+
+        The lock is an flock on .git/whetstone.lock: it dies with its process, so a killed writer
+        never leaves a stale lock, and a live one makes others wait up to `lock_timeout`, then
+        fail with "store busy". The git commands a writer runs share its lock, so a writer killed
+        while git works holds the store until that git has finished."""
+        self.require()
+        with flock(self.path / ".git" / "whetstone.lock", self.config.lock_timeout, self.skill) as fd:
+            self._lock_fd = fd
+            try:
+                if recover:
+                    self.recover()
+                yield
+            finally:
+                self._lock_fd = None
+
+    def recover_if_interrupted(self) -> None:
+        """For readers: if a killed writer left a write half done and nobody holds the store,
+        finish or undo it now (one stat when there is nothing to do; never waits)."""
+        if not journal.pending(self.path):
+            return
+        try:
+            with flock(self.path / ".git" / "whetstone.lock", 0, self.skill, wait=False) as fd:
+                self._lock_fd = fd
+                try:
+                    self.recover()
+                finally:
+                    self._lock_fd = None
+        except WhetstoneError:
+            pass  # a writer holds it (and will recover), or the store is read-only
+
+    def recover(self) -> str | None:
+        """Finish or undo the write a killed writer left (with the write lock held); the action
+        taken, or None when there was nothing to do (see `journal.recover`)."""
+        found = journal.recover(self.path, self.commit_paths, self._lock_fd)
+        if found is None:
+            return None
+        action, said = found
+        self.warnings += said
+        return action
+
+    # --- ids ------------------------------------------------------------------------------------
+
+    def mint(self, kind: str, top: dict[str, int]) -> tuple[str, str]:
+        """The next id for `kind` and the new text of `next_ids.json`, for the caller to write in
+        the same commit. The number is above every id in the markdown (`top`: highest number per
+        prefix, so a hand-added block is not shadowed) and above every id this clone ever minted
+        or saw in its history (see `ids`)."""
+        counters = self._counters(top)
+        seen = ids.high_water(self.path, top)
+        prefix = "L" if kind == "learning" else "I"
+        number = max(counters[kind], top.get(prefix, 0) + 1, seen[kind])
+        counters[kind] = seen[kind] = number + 1
+        ids.save_high_water(self.path, seen)
+        return f"{prefix}{number}", ids_text(counters)
+
+    def keep_ids(self, top: dict[str, int]) -> str:
+        """Raise the high-water mark over every id the markdown claims (`top`, hand-written blocks
+        included), so an id a person wrote is never minted again, even after its block is deleted;
+        returns the text next_ids.json should have to match. The post-commit hook and `edit` call
+        it; `mint` then starts above it."""
+        counters, seen = self._counters(top), ids.high_water(self.path, top)
+        for kind, prefix in (("learning", "L"), ("issue", "I")):
+            counters[kind] = seen[kind] = max(counters[kind], seen[kind], top.get(prefix, 0) + 1)
+        ids.save_high_water(self.path, seen)
+        return ids_text(counters)
+
+    def _counters(self, top: dict[str, int]) -> dict[str, int]:
+        found, warning = ids.counters(self.path, top)
+        if warning:
+            self.warnings.append(warning)
+        return found
+
+    # --- writing --------------------------------------------------------------------------------
+
+    def write_and_commit(self, message: str, files: dict[Path, str | bytes | None]) -> None:
+        """Write (or delete, for None) each file atomically, then commit them all as one change.
+        If the commit fails (a hook said no), every file is put back as it was. The whole change
+        is journaled first, so a writer killed at any point leaves enough for the next one to
+        finish it or undo it."""
+        pending = runner.in_progress(self.path)
+        if pending:  # a commit now would conclude the user's merge (or rebase …) under our message
+            raise WhetstoneError(f"{self.skill} is in the middle of a {pending} (a sync or a git command stopped on "
+                                 f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
+                                 f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
+        before = {path: read_or_none(path) for path in files}
+        after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
+        record = journal.record(self.path, message, before, after)
+        rels = [self.rel(p) for p in files]
+        try:
+            journal.apply(before, after)
+            self.commit_paths(message, rels)
+        except BaseException:
+            journal.apply(after, before)
+            journal.unstage(self.path, rels, self._lock_fd)  # git's index matches HEAD again
+            record.unlink(missing_ok=True)
+            raise
+        record.unlink(missing_ok=True)
+
+    def commit_paths(self, message: str, paths: list[str]) -> None:
+        """Commit `paths` as they are on disk (`runner.commit`), waiting (up to lock_timeout) while
+        another git command holds one of git's lock files (.git/index.lock, HEAD.lock, …), and
+        taking over those a killed git left."""
+        deadline = time.monotonic() + self.config.lock_timeout
+        while True:
+            if self._lock_fd is not None:
+                self.warnings += journal.reap_git_locks(self.path)
+            try:
+                runner.commit(self.path, message, paths, hold=self._lock_fd)
+                return
+            except WhetstoneError:
+                held = git_locks(self.path)
+                if not held:
+                    raise
+                if time.monotonic() >= deadline:
+                    raise Busy(
+                        f"store busy: another git command has held {self.skill}'s {held[0].relative_to(self.path)} "
+                        f"for {self.config.lock_timeout:g}s; try again (if no git command is running there, "
+                        f"remove {held[0]})", exit_code=RUNTIME) from None
+                time.sleep(0.05)
+
+
+def list_skills(config: Config) -> list[str]:
+    """Names of the stores under the store root, sorted."""
+    root = Path(config.store_root).expanduser()
+    try:
+        found = [p for p in root.iterdir()
+                 if (p / ".git").exists() and (p.name == GLOBAL or SKILL_NAME.fullmatch(p.name))]
+    except FileNotFoundError:
+        return []
+    home = root.resolve()
+    return sorted(p.name for p in found if not p.is_symlink() or p.resolve().is_relative_to(home))
+
