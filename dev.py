@@ -79,16 +79,21 @@ def demo() -> int:
              "--scope", "color encoding", "--provenance", "use a warm palette, not green"],
             ["git", "whetstone", "capture", "great-tables", "Never round the corners of a table.",
              "--scope", "corner radius", "--issue", "--provenance", "square corners, always"],
+            # close to L1 in other words: whetstone does not guess, it asks (here: no terminal, so it
+            # answers needs_confirmation), and the answer same:L1 reinforces L1
             ["git", "whetstone", "capture", "great-tables",
              "Show the price column in US dollars, no decimal places.",
              "--scope", "currency formatting", "--provenance", "dollars again, no cents"],
+            ["git", "whetstone", "capture", "great-tables",
+             "Show the price column in US dollars, no decimal places.",
+             "--scope", "currency formatting", "--provenance", "dollars again, no cents", "--confirm", "same:L1"],
             ["git", "whetstone", "recall", "great-tables",
              "styling a gtcars table: currency formatting, color encoding, corner radius, row banding"],
             ["git", "whetstone", "log", "great-tables"],
         ]
         for step in steps:
             say(" ".join(f'"{a}"' if " " in a else a for a in step))
-            if subprocess.run(step, env=env).returncode != 0:
+            if subprocess.run(step, env=env, stdin=subprocess.DEVNULL).returncode != 0:
                 return 1
         store = Path(root) / "great-tables"
         say(f"the store on disk ({store}):")

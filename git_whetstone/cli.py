@@ -134,8 +134,8 @@ def _one_line(text: str) -> str:
     return " ".join(text.split())
 
 
-CONFIRM_HELP = ("Confirm what a previous call asked (yes, no, new, reinforce, replace; "
-                "bare --confirm means yes).")
+CONFIRM_HELP = ("Answer what a previous call asked: yes, no, new, same:ID, replace:ID, keep:ID (or bare same, "
+                "replace, keep when one entry was named); bare --confirm means yes.")
 
 
 @main.command()
@@ -152,18 +152,69 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, proven
             confirm: str | None, as_json: bool) -> None:
     """Remember BODY as a learning (or with --issue, a mandatory rule) of SKILL.
 
-    A near-duplicate learning is reinforced instead, a near-duplicate issue changes nothing,
-    and a contradiction is reported without writing anything.
+    The same rule again (in other order, case or number words) is reinforced, or for an issue
+    changes nothing; a rule that says the opposite of a stored one is reported, nothing written.
+    When whetstone cannot tell how BODY relates to the rules closest to it, it asks: on a terminal
+    here and now (one key per answer), otherwise (--json, or no terminal) it answers
+    needs_confirmation with the candidates, and you repeat the call with --confirm.
 
     \b
     Example:
       git whetstone capture great-tables "Heat-map msrp with a warm palette" --scope "color encoding"
       git whetstone capture great-tables "Never round table corners" --scope corners --issue
+      git whetstone capture great-tables "Show prices in dollars" --scope currency --confirm same:L1
     """
     from .ops.capture import capture as run_capture
-    result = run_capture(skill, "issue" if issue else "learning", body, scope, provenance, run_id, confirm,
-                         config=state.config())
+    kind = "issue" if issue else "learning"
+    result = run_capture(skill, kind, body, scope, provenance, run_id, confirm, config=state.config())
+    if result["status"] == "needs_confirmation" and result.get("candidates") and not (as_json or state.as_json) \
+            and sys.stdin is not None and sys.stdin.isatty():
+        said = _ask_on_terminal(result)
+        if said is None:
+            click.echo("nothing written")
+            return
+        result = run_capture(skill, kind, body, scope, provenance, run_id, said, config=state.config())
     emit(state, as_json, result, _show_write)
+
+
+ANSWER_KEYS = {"s": "same", "r": "replace", "k": "keep", "n": "new"}
+
+
+def _ask_on_terminal(result: dict[str, Any]) -> str | None:
+    """Put a capture's question to the person at the terminal: which look-alike it is about (a
+    digit), then how the two relate (one letter). The `confirm` value to repeat the call with, or
+    None when they quit."""
+    candidates = result["candidates"]
+    click.echo("whetstone cannot tell how this relates to what it has:")
+    for number, c in enumerate(candidates, 1):
+        click.echo(f"  [{number}] {c['id']} ({c['scope']}, similarity {c['similarity']:.2f}): {_one_line(c['rule'])}")
+    chosen = candidates[0]
+    if len(candidates) > 1:
+        click.echo(f"Which is it about? [1-{len(candidates)}], n: none of them (store it as new), q: quit ", nl=False)
+        key = _key("".join(str(i) for i in range(1, len(candidates) + 1)) + "nq")
+        if key == "q":
+            return None
+        if key == "n":
+            return "new"
+        chosen = candidates[int(key) - 1]
+    click.echo(f"{chosen['id']}: s: the same rule (reinforce it), r: the new one replaces it, k: {chosen['id']} "
+               f"holds (write nothing), n: a different rule (store it too), q: quit ", nl=False)
+    key = _key("srknq")
+    if key == "q":
+        return None
+    return "new" if key == "n" else f"{ANSWER_KEYS[key]}:{chosen['id']}"
+
+
+def _key(allowed: str) -> str:
+    """One key press among `allowed` (echoed), asked again until it is one."""
+    while True:
+        key = click.getchar().lower()
+        if key in allowed:
+            click.echo(key)
+            return key
+        if key in ("\x03", "\x04"):  # ctrl-c, ctrl-d
+            click.echo()
+            return "q"
 
 
 def _show_write(r: dict[str, Any]) -> None:
@@ -172,6 +223,9 @@ def _show_write(r: dict[str, Any]) -> None:
         click.echo(f"{status}: {r['confirmation']}")
     else:
         click.echo(f"{status}: {r.get('prompt', '')}")
+    for label, key in (("candidate", "candidates"), ("similar", "similar")):
+        for c in r.get(key) or []:
+            click.echo(f"  {label} {c['id']} ({c['scope']}, similarity {c['similarity']:.2f}): {_one_line(c['rule'])}")
     if r.get("promotion"):
         click.echo(f"ask: {r['promotion']['prompt']}")
 
@@ -239,8 +293,9 @@ def _show_metrics(r: dict[str, Any]) -> None:
 def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json: bool) -> None:
     """Tidy SKILL's store: merge same-meaning scopes and duplicate entries, retire decayed learnings.
 
-    The changes are one commit (git revert undoes them all). Advisory findings (learnings worth
-    hardening, churn, stale learnings, unresolved conflicts) are printed and written to
+    The changes are one commit (git revert undoes them all); only entries the judge is sure say the
+    same are merged. Advisory findings (learnings worth hardening, churn, stale learnings,
+    unresolved conflicts, possible duplicates and contradictions) are printed and written to
     compact-report.md. With --all, cross-skill clusters are reported as global candidates.
 
     \b
@@ -268,6 +323,10 @@ def _show_compact(r: dict[str, Any]) -> None:
             if items:
                 click.echo(f"  {label}: " + ", ".join(str(i.get("id") or i.get("scope") or i.get("conflicts_with"))
                                                       for i in items))
+        for pair in one["report"].get("look_alikes", []):
+            what = "contradict" if pair["relation"] == "contradicts" else "possible duplicates or contradiction"
+            click.echo(f"  {what}: {' / '.join(pair['ids'])} ({pair['scope']}): "
+                       + " / ".join(f'"{_one_line(rule)}"' for rule in pair["rules"]))
     for cluster in r.get("clusters", []):
         click.echo(f"candidate {cluster['id']} in {', '.join(cluster['skills'])}: {_one_line(cluster['rule'])}")
         click.echo(f"  enact with: git whetstone promote --cluster {cluster['id']}")
@@ -393,8 +452,9 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
     """Import a preference pack (or a rule file) into SKILL, in one commit.
 
     Merge judges each entry as capture does: new ones are added under new ids (their source
-    kept in provenance), a near-duplicate learning is reinforced once, a near-duplicate issue is
-    a noop, a contradiction is skipped and reported. Importing the same pack again changes
+    kept in provenance), a learning it is sure is already there is reinforced once (an issue: a
+    noop), a sure contradiction is skipped and reported, and what it cannot tell apart from a
+    stored rule is added beside it and listed, never merged. Importing the same pack again changes
     nothing. A pack is untrusted: anything but plain entry files, or a manifest that does not
     match, refuses it whole. With --from, each bullet becomes a capture: always/never/must rules
     become issues, the rest learnings, scoped by the nearest heading.
@@ -423,6 +483,9 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
             other = item["conflicts_with"]
             click.echo(f"  conflict: {item['from']} \"{_one_line(item['rule'])}\" contradicts {other['id']} "
                        f"({other['scope']}): {item['reason']}")
+        for item in r.get("similar", []):
+            click.echo(f"  kept both: {item['id'] or item['from']} \"{_one_line(item['rule'])}\" looks like "
+                       + ", ".join(c["id"] for c in item["similar"]) + " (settle with revise if they are one rule)")
     emit(state, as_json, result, human)
 
 

@@ -34,7 +34,10 @@ INSTRUCTIONS = (
     "user, call capture: the generalized rule as body, polarity 'learning' for a taste or 'issue' for an "
     "always/never rule, a short scope phrase, the user's words as provenance, and the run_id. To "
     "strengthen, weaken, reword, remove, promote or demote an entry, call revise with an id that recall "
-    "showed. When a result says needs_confirmation, ask the user its prompt and call again with confirm. "
+    "showed. When whetstone cannot tell whether a new rule is the same as a stored one, its opposite or a "
+    "different rule, it does not guess: capture returns needs_confirmation with the look-alikes as "
+    "candidates, and you are the judge. Read the two rules: if the answer is clear, call capture again "
+    "with confirm set to same:<id>, replace:<id>, keep:<id> or new; if it is not, ask the user. "
     "Relay every returned confirmation to the user in one short sentence."
 )
 
@@ -45,8 +48,10 @@ Skill = Annotated[str, Field(description="The skill's name, e.g. 'great-tables' 
                                          ". _ -; spaces become '-').")]
 RunId = Annotated[str | None, Field(description="The run_id the last recall returned, linking this call to it.")]
 Confirm = Annotated[bool | str | None, Field(
-    description="Only when a previous call returned status needs_confirmation: the user's answer to its "
-                "prompt, true or one of yes, no, new, reinforce, replace.")]
+    description="The answer to a previous needs_confirmation (or said up front when you already know): "
+                "'same:<id>' the new rule is that entry again (reinforce it); 'replace:<id>' the new rule "
+                "supersedes it (one commit); 'keep:<id>' that entry still holds (write nothing); 'new' a "
+                "different rule (store it); 'yes' go ahead; 'no' decline a promotion.")]
 
 server: MCPServer = MCPServer("whetstone", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 log = logging.getLogger(__name__)
@@ -126,11 +131,17 @@ def capture(
 ) -> Result:
     """Call this the moment you act on a correction or stated preference from the user, not at the end
     of the task: one correction is enough for it to stick. Use polarity 'learning' for taste and
-    'issue' for always/never rules. A near-duplicate learning is reinforced, a near-duplicate issue is
-    a no-op, a contradiction comes back as status conflict naming the entry (nothing written; use revise
-    on it if the user changed their mind). If status is needs_confirmation, ask the user the prompt
-    and call again with the same arguments plus confirm; if it carries a promotion question, ask the user
-    and answer it with revise. Relay the returned confirmation to the user."""
+    'issue' for always/never rules. Whetstone decides alone only when it is sure: the same rule again
+    is reinforced (an issue: a no-op); a rule whose words say the opposite of a stored one comes back
+    as status conflict naming both (nothing written). When it is not sure, you are the judge: status
+    needs_confirmation lists `candidates` (id, rule, scope, similarity). Compare the new rule with each:
+    call capture again with the same arguments plus confirm='same:<id>' if it says the same thing,
+    'replace:<id>' if it changes that rule (the user changed their mind), 'keep:<id>' if the stored rule
+    still holds and the new one should not be kept, or 'new' if it is a different rule; when you cannot
+    tell, or the two contradict, ask the user which holds. If you already know the relation, pass confirm
+    on the first call. A result with `similar` was stored but looks like those entries: check them. If
+    it carries a promotion question, ask the user and answer it with revise. Relay the returned
+    confirmation to the user."""
     from git_whetstone.ops.capture import capture as run_capture
     return _call(run_capture, skill, polarity, body, scope, provenance, run_id, confirm)
 

@@ -28,8 +28,13 @@ def test_round_trip_through_the_cli(store_root: Path) -> None:
     assert out.stdout.startswith("committed: ")
     ok("capture", SKILL, "Never round the corners of a table.", "--scope", "corner radius", "--issue",
        "--provenance", "square corners", env=env)
-    again = json.loads(ok("capture", SKILL, "Show the price column in US dollars, no decimal places.",
+    # a paraphrase the judge cannot be sure of is put to the caller, with the look-alike to decide about
+    asked = json.loads(ok("capture", SKILL, "Show the price column in US dollars, no decimal places.",
                           "--scope", "currency formatting", "--provenance", "no cents", "--json", env=env).stdout)
+    assert asked["status"] == "needs_confirmation" and [c["id"] for c in asked["candidates"]] == ["L1"]
+    again = json.loads(ok("capture", SKILL, "Show the price column in US dollars, no decimal places.",
+                          "--scope", "currency formatting", "--provenance", "no cents", "--confirm", "same:L1",
+                          "--json", env=env).stdout)
     assert again["status"] == "reinforced" and again["entry_id"] == "L1" and again["recurrence"] == 2
 
     result = json.loads(ok("--json", "recall", SKILL, "styling a gtcars table: currency formatting, corners").stdout)
@@ -215,3 +220,57 @@ def test_bare_command_prints_help(store_root: Path) -> None:
     proc = run_cli()
     assert proc.returncode == 0 and "Usage:" in proc.stdout and "capture" in proc.stdout
     assert run_cli("-h").stdout == proc.stdout
+
+
+def _on_a_terminal(args: list[str], keys: str, store_root: Path) -> str:
+    """Run the CLI with a pseudo-terminal as its stdin and stdout, typing `keys` one at a time as it
+    asks; everything it wrote."""
+    import pty
+    import select
+    import subprocess
+    import time
+
+    parent, child = pty.openpty()
+    env = dict(os.environ, WHETSTONE_STORE_ROOT=str(store_root), TERM="dumb")
+    proc = subprocess.Popen([sys.executable, "-m", "git_whetstone", *args], stdin=child, stdout=child, stderr=child,
+                            env=env, cwd=Path(__file__).resolve().parent.parent, close_fds=True)
+    os.close(child)
+    said, pending = b"", list(keys)
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([parent], [], [], 0.2)
+        if ready:
+            try:
+                chunk = os.read(parent, 4096)
+            except OSError:
+                break
+            if not chunk:
+                break
+            said += chunk
+            if pending and said.rstrip().endswith(b"quit"):  # a question waits for its key
+                time.sleep(0.5)  # as a person would: the terminal drops what is typed before it reads keys
+                os.write(parent, pending.pop(0).encode())
+        elif proc.poll() is not None:
+            break
+    proc.wait(timeout=30)
+    os.close(parent)
+    return said.decode("utf-8", "replace")
+
+
+def test_capture_on_a_terminal_asks_one_key_at_a_time(store_root: Path) -> None:
+    """On a terminal the question comes with numbered candidates and takes single keys; without one
+    (or with --json) the same capture answers needs_confirmation."""
+    for body, scope in (("Keep weekly status updates short.", "status updates"),
+                        ("Status updates list every open risk at the top.", "status updates")):
+        ok("capture", SKILL, body, "--scope", scope, "--confirm", "new")
+    body = "Weekly status updates should be long and list every open risk."
+    piped = json.loads(ok("capture", SKILL, body, "--scope", "status updates", "--json").stdout)
+    assert piped["status"] == "needs_confirmation" and len(piped["candidates"]) == 2
+    shown = _on_a_terminal(["capture", SKILL, body, "--scope", "status updates"], "2r", store_root)
+    assert "[1] L2" in shown and "[2] L1" in shown, shown  # nearest first
+    assert "committed:" in shown and "replacing L1" in shown, shown
+    assert git(store_root / SKILL, "log", "-1", "--format=%s").stdout.strip() == \
+        "capture: add L3 (status updates), replacing L1"
+    quit_ = _on_a_terminal(["capture", SKILL, "Weekly status updates should be long and list risks.", "--scope",
+                            "status updates"], "q", store_root)
+    assert "nothing written" in quit_, quit_

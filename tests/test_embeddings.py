@@ -99,7 +99,9 @@ def test_capture_with_the_backend_reinforces_a_paraphrase(st_env) -> None:
     first = capture(SKILL, "learning", "Show prices as US dollars, no decimal places.", "currency formatting", "x")
     again = capture(SKILL, "learning", "Display the price column in US dollars without decimals.",
                     "currency formatting", "y")
-    assert again["entry_id"] == first["entry_id"] and again["status"] in ("reinforced", "needs_confirmation"), again
+    # the model finds the paraphrase; the words do not make the judge sure, so the caller decides
+    assert again["status"] == "needs_confirmation", again
+    assert again["candidates"][0]["id"] == first["entry_id"], again
 
 
 def test_switching_backends_embeds_only_what_is_missing(st_env, embedded, st) -> None:

@@ -26,9 +26,13 @@ def test_the_set_has_the_size_the_issue_asks_for():
     kinds = [q["kind"] for q in queries]
     assert kinds.count("paraphrase") >= len(queries) / 3
     assert kinds.count("offtopic") >= 6
-    assert len(DATA["dedup"]) >= 60 and len(DATA["conflict"]) >= 40
+    assert len(DATA["dedup"]) >= 60 and len(DATA["conflict"]) >= 40 and len(DATA["judge"]) >= 150
     assert {p["label"] for p in DATA["dedup"]} == {"duplicate", "distinct"}
     assert {p["label"] for p in DATA["conflict"]} == {"conflict", "compatible"}
+    assert {p["label"] for p in DATA["judge"]} == {"duplicate", "conflict", "distinct", "compatible"}
+    categories = {p["category"] for p in DATA["judge"]}
+    assert {"antonym", "opposite-value", "negation", "exception", "shared-vocabulary", "invented-identifier",
+            "paraphrase", "multilingual"} <= categories
     for skill in skills:
         entries = skill["entries"]
         assert len(entries) >= 25, skill["skill"]
@@ -46,7 +50,7 @@ def test_every_label_names_an_entry_and_ids_are_unique():
             seen_queries.add(query["id"])
             assert set(query["relevant"]) <= set(ids), query["id"]
             assert bool(query["relevant"]) == (query["kind"] != "offtopic"), query["id"]
-    pair_ids = [p["id"] for p in DATA["dedup"] + DATA["conflict"]]
+    pair_ids = [p["id"] for p in DATA["dedup"] + DATA["conflict"] + DATA["judge"]]
     assert len(pair_ids) == len(set(pair_ids))
 
 
@@ -95,32 +99,39 @@ def test_recall_quality_on_the_default_backend_does_not_regress(default_config, 
     assert report["offtopic_returned"] <= OFFTOPIC_CEILING, report
 
 
-def test_dedup_and_conflict_quality_on_the_default_backend_do_not_regress(default_config, monkeypatch):
+def test_the_judge_does_no_silent_harm_on_the_default_backend(default_config, monkeypatch):
+    """Held-out pairs, captured in autonomous and balanced mode: nothing distinct merged, no
+    contradiction merged into what it contradicts, and duplicates and contradictions reach the
+    caller (merged where sure, else asked or named)."""
     monkeypatch.setenv("WHETSTONE_TODAY", run.DAY)
     skills = {s["skill"]: s for s in DATA["skills"]}
-    # the held-out third only: each pair costs a store and two or three commits
-    dedup = run.eval_pairs(default_config, run.chosen(DATA["dedup"], "test"), "dedup", "x", skills, [])
-    conflict = run.eval_pairs(default_config, run.chosen(DATA["conflict"], "test"), "conflict", "x", skills, [])
-    assert dedup["f1"] >= DEDUP_F1_FLOOR, dedup
-    assert conflict["f1"] >= CONFLICT_F1_FLOOR, conflict
+    pairs = run.chosen(DATA["dedup"] + DATA["conflict"] + DATA["judge"], "test")
+    report = run.eval_judge(default_config, pairs, "x", skills, run.library_caller(default_config), [],
+                            modes=("autonomous", "balanced"))
+    for mode in ("autonomous", "balanced"):
+        assert report[mode]["harm"] <= HARM_CEILING, report[mode]
+        assert report[mode]["caught"] >= CAUGHT_FLOOR, report[mode]
 
 
-# Measured with the static backend when these were set (2026-11-29): recall macro F1 0.455 (all),
-# paraphrase recall 0.45, 3.08 entries for an off-topic intent; on the held-out pairs dedup F1 0.35,
-# conflict F1 0.47. The issue's targets (0.60, 0.5, 3, 0.80, 0.75) are not reached: see the README.
+# Measured with the static backend when these were set (2026-12-01): recall macro F1 0.455 (all),
+# paraphrase recall 0.45, 3.08 entries for an off-topic intent; on the held-out pairs (127), silent
+# harm 0 in every mode, duplicates and contradictions caught 0.85. The issue's recall targets (0.60,
+# 0.5, 3) and the judge's 0.90 caught are not reached: see the README.
 def test_the_eval_command_prints_a_report_per_backend(capsys):
-    assert run.main(["--backend", "hashing", "--split", "test", "--json"]) == 0
+    assert run.main(["--backend", "hashing", "--split", "test", "--via", "library", "--json"]) == 0
     (report,) = json.loads(capsys.readouterr().out)
     assert report["backend"] == "hashing" and report["split"] == "test"
     assert report["recall"]["queries"] == sum(len(run.chosen(s["queries"], "test")) for s in DATA["skills"])
-    assert report["dedup"]["pairs"] == len(run.chosen(DATA["dedup"], "test")) and 0 <= report["dedup"]["f1"] <= 1
+    pairs = run.chosen(DATA["dedup"] + DATA["conflict"] + DATA["judge"], "test")
+    assert report["judge"]["pairs"] == len(pairs) and report["judge"]["balanced"]["harm"] <= HARM_CEILING
     assert "WHETSTONE_TODAY" not in os.environ
-    assert run.main(["--backend", "hashing", "--split", "test"]) == 0
-    assert "recall macro F1" in capsys.readouterr().out
+    assert run.main(["--backend", "hashing", "--split", "test", "--via", "library"]) == 0
+    printed = capsys.readouterr().out
+    assert "recall macro F1" in printed and "balanced: silent harm" in printed
 
 
 RECALL_F1_FLOOR = 0.42
 PARAPHRASE_RECALL_FLOOR = 0.38
 OFFTOPIC_CEILING = 3.3
-DEDUP_F1_FLOOR = 0.25
-CONFLICT_F1_FLOOR = 0.35
+HARM_CEILING = 0.01
+CAUGHT_FLOOR = 0.82

@@ -178,6 +178,38 @@ def test_loop_end_to_end(served: Served) -> None:
     assert skill in served.call("metrics")["skills"]
 
 
+def test_the_agent_judges_what_whetstone_cannot_tell(served: Served) -> None:
+    """The two-step exchange an agent has when whetstone is unsure: capture → needs_confirmation with
+    candidates → capture again with confirm='replace:L3' → one commit that replaces L3. The tool's
+    description tells the agent it is the judge and how to answer."""
+    skill = "judged"
+    tools = {t.name: t for t in served.portal.call(served.client.list_tools).tools}
+    described = tools["capture"].description
+    assert "you are the judge" in described and "same:<id>" in described and "replace:<id>" in described
+    assert "replace:<id>" in tools["capture"].input_schema["properties"]["confirm"]["description"]
+    for body, scope in (("Label every chart axis with its unit.", "axis labels"),
+                        ("Use a colour-blind safe palette.", "palette"),
+                        ("Keep weekly status charts small.", "chart size")):
+        assert served.call("capture", skill=skill, polarity="learning", body=body, scope=scope,
+                           provenance="x", confirm="new")["status"] == "committed"
+    store = served.root / skill
+    before = git(store, "rev-parse", "HEAD").stdout.strip()
+    body = "Weekly status charts should be large and show every series."
+    asked = served.call("capture", skill=skill, polarity="learning", body=body, scope="chart size", provenance="y")
+    assert asked["status"] == "needs_confirmation" and asked["candidates"][0]["id"] == "L3", asked
+    assert {"id", "rule", "scope", "similarity"} <= set(asked["candidates"][0]) and len(asked["candidates"]) <= 3
+    assert git(store, "rev-parse", "HEAD").stdout.strip() == before  # nothing written yet
+    done = served.call("capture", skill=skill, polarity="learning", body=body, scope="chart size", provenance="y",
+                       confirm="replace:L3")
+    assert done["status"] == "committed" and done["replaced_id"] == "L3" and done["entry_id"] == "L4"
+    log = git(store, "log", "--format=%s", f"{before}..HEAD").stdout.splitlines()
+    assert log == ["capture: add L4 (chart size), replacing L3"]
+    shown = git(store, "show", "--stat", "--format=", "HEAD").stdout
+    assert "learnings/" in shown
+    text = "".join(p.read_text() for p in (store / "learnings").glob("*.md"))
+    assert "## L3 " not in text and "## L4 · Weekly status charts should be large" in text
+
+
 def test_server_sees_a_cli_capture_and_a_revert(served: Served) -> None:
     """A capture made by another process (the CLI) while the server runs shows in the server's next
     recall; a `git revert` of it takes it away again."""

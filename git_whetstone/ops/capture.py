@@ -1,10 +1,17 @@
 """capture (SPEC §4): turning a correction into markdown, one git commit per change.
 
-A capture runs under the store's write lock and judges the new text against what is stored
-first: a near-duplicate learning is reinforced, a near-duplicate issue is a no-op, a
-contradiction is reported and nothing is written. How much is asked before writing depends on
-`supervision`: `autonomous` commits routine captures, `balanced` asks when a capture is ambiguous
-(grey-zone similarity), `supervised` asks before every write.
+A capture runs under the store's write lock and first asks the judge about the stored rules
+closest to the new one. Whetstone decides alone only when the judge is sure: the same rule again
+is reinforced (a learning) or changes nothing (an issue); a rule that says the opposite of a
+stored one is reported as a conflict, naming both, and nothing is written. When the judge is
+unsure, a correction is never merged on a guess: `balanced` and `supervised` return
+`needs_confirmation` with the look-alikes as `candidates` for the caller (an agent or a person)
+to settle; `autonomous` writes the rule as new and lists them as `similar`. `supervised` also asks
+before every write.
+
+The caller answers with `confirm`: `same:<id>` (the same rule: reinforce it), `replace:<id>`
+(the new rule supersedes it, one commit), `keep:<id>` (the stored rule holds: nothing written),
+`new` (a rule of its own: store it), `yes` (go ahead). The caller may also say it up front.
 """
 from __future__ import annotations
 
@@ -13,14 +20,17 @@ from typing import Any
 import numpy as np
 
 from ..base.config import Config
+from ..base.errors import WhetstoneError
 from ..format import blocks
 from ..format.layout import GLOBAL, GLOBAL_PREFIX
-from ..semantics.judge import contradiction
+from ..index.records import Entry
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Judgement, contradiction
 from ..store import events
 from .attach import create
-from .context import Context
+from .context import CANDIDATES, Context, candidate
+from .inputs import (Answer, answer, clean_body, clean_provenance, clean_run_id, clean_scope, polarity_kind,
+                     stamp)
 from .workspace import Workspace
-from .inputs import answer, clean_body, clean_provenance, clean_run_id, clean_scope, polarity_kind, stamp
 from .writes import Outcome, ask, brief, harden, reinforce
 
 
@@ -41,15 +51,17 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
         warnings = list(ctx.snap.warnings) + store.warnings
     result = outcome.json(skill=store.skill, status=None, entry_id=None, recurrence=None, confirmation=None,
                           polarity=kind, scope=scope, run_id=run_id, warnings=warnings)
+    looked = outcome.extra.get("candidates") or outcome.extra.get("similar") or []
     events.append(store.path, "capture", run_id=run_id, status=outcome.status, entry_id=outcome.entry_id,
-                  polarity=kind, scope=scope, conflicts_with=(outcome.extra.get("conflicts_with") or {}).get("id"))
+                  polarity=kind, scope=scope, conflicts_with=(outcome.extra.get("conflicts_with") or {}).get("id"),
+                  **({"look_alikes": [c["id"] for c in looked]} if looked else {}))
     return result
 
 
-def _global_conflict(ctx: Context, body: str, said: str | None) -> Outcome | None:
+def _global_conflict(ctx: Context, body: str, said: Answer) -> Outcome | None:
     """A new rule that a global issue forbids is a conflict too (resolved in the global layer)."""
     config = ctx.config
-    if not config.consult_global or ctx.store.skill == GLOBAL or said == "new":
+    if not config.consult_global or ctx.store.skill == GLOBAL or said.verb in ("new", "same", "replace", "keep"):
         return None
     layer = ctx.workspace.store(GLOBAL)
     if not layer.exists:
@@ -73,68 +85,111 @@ def _global_conflict(ctx: Context, body: str, said: str | None) -> Outcome | Non
     return None
 
 
-def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: str | None) -> Outcome:
-    config = ctx.config
-    # The closest decisive entry wins: an exact repeat of one rule is not a conflict with another.
-    decisive = grey = None
-    for entry, verdict in ctx.nearest(body, scope):
-        if verdict.relation in ("duplicate", "conflict"):
-            decisive = (entry, verdict)
-            break
-        if grey is None and verdict.relation == "similar" and entry.kind == kind:
-            grey = (entry, verdict)
-    conflict = decisive if decisive and decisive[1].relation == "conflict" else None
-    same = decisive if decisive and decisive[1].relation == "duplicate" else None
-
-    if conflict and said != "replace":
-        old, verdict = conflict
-        return Outcome("conflict", extra={"conflicts_with": brief(old), "reason": verdict.reason, "prompt": (
-            f"This contradicts {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\" — {verdict.reason}. "
-            f"Nothing was written. Ask the user which holds: to replace {old.id} with the new rule, repeat the "
-            f"capture with confirm='replace'; to change {old.id}, use revise.")})
-    if same and said not in ("new", "replace"):
-        old, verdict = same
-        if old.kind == "issue":
-            return Outcome("noop", old.id, confirmation=f"Whetstone already has this as {old.id} ({old.scope}); "
-                                                        f"nothing changed.")
-        if kind == "issue":  # an always/never rule that a learning already states softly
-            if said != "yes":
-                return ask(f"This hardens learning {old.id} (\"{blocks.derive_title(old.body)}\") into a "
-                           f"mandatory issue. Repeat with confirm='yes' to promote {old.id}, or confirm='new' to "
-                           f"keep both.", similar_to=brief(old))
-            return harden(ctx, old, said_by, body=body)
-        return _reinforce_or_ask(ctx, old, said_by, said)
-    if grey and said not in ("new", "replace") and config.supervision in ("balanced", "supervised"):
-        old, verdict = grey
-        if said is None or said == "yes":
-            return ask(f"This is close to {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\". Repeat "
-                       f"with confirm='reinforce' if it is the same rule, or confirm='new' to store it separately.",
-                       similar_to=brief(old))
-        if said == "reinforce" and old.kind == "learning":
-            return _reinforce_or_ask(ctx, old, said_by, "yes")
-    if config.supervision == "supervised" and said is None:
+def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer) -> Outcome:
+    if said.target:  # the caller said what the new rule is to a stored one
+        return _as_said(ctx, kind, body, scope, said_by, said)
+    judged = [] if said.verb == "new" else ctx.nearest(body, scope)
+    # The closest entry the judge is sure about decides; look-alikes it is unsure of wait for the caller.
+    decisive = next(((e, j) for e, j in judged if j.relation in (SAME, CONTRADICTS)), None)
+    unsure = [(e, j) for e, j in judged if j.relation == UNSURE][:CANDIDATES]
+    if decisive and decisive[1].relation == CONTRADICTS:
+        old, verdict = decisive
+        if said.verb in ("replace", "keep"):
+            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id))
+        return _conflict(old, body, verdict)
+    if decisive:
+        old = decisive[0]
+        if said.verb in ("replace", "keep"):
+            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id))
+        return _same(ctx, kind, body, old, said_by, said)
+    if unsure and said.verb != "new":
+        only = unsure[0][0] if len(unsure) == 1 else None
+        if said.verb in ("same", "replace", "keep") and only is not None:  # a bare answer that can mean one entry
+            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, only.id))
+        if said.verb in ("same", "replace", "keep"):
+            raise WhetstoneError(f"confirm='{said.verb}' is ambiguous here: say which entry, e.g. "
+                                 f"'{said.verb}:{unsure[0][0].id}' (look-alikes: "
+                                 f"{', '.join(e.id for e, _ in unsure)})")
+        if ctx.config.supervision != "autonomous":
+            return _ask_about(unsure, body)
+    if ctx.config.supervision == "supervised" and said.verb not in ("yes", "new"):
         what = "learning" if kind == "learning" else "issue (a mandatory rule)"
         return ask(f"Record a new {what} in '{scope}': \"{blocks.derive_title(body)}\"? Repeat with "
                    f"confirm='yes' to write it.")
-
-    files: dict[str, str | None] = {}
-    replaced = ""
-    if conflict and said == "replace":
-        old = conflict[0]
-        text, block = ctx.block(old)
-        files[old.path] = blocks.remove(text, block) or None
-        replaced = f", replacing {old.id}"
-    entry_id = ctx.add_block(kind, body, scope, [said_by], files)
-    ctx.commit(f"capture: add {entry_id} ({scope}){replaced}\n\n{body}\n", files)
-    noun = "learned" if kind == "learning" else "recorded the rule"
-    return Outcome("committed", entry_id, 1 if kind == "learning" else None,
-                   f"Whetstone {noun} {entry_id} ({scope}): {blocks.derive_title(body)}")
+    outcome = _write_new(ctx, kind, body, scope, said_by)
+    if unsure and said.verb != "new":  # autonomous: written, and the look-alikes named for a follow-up
+        outcome.extra["similar"] = [candidate(e, j) for e, j in unsure]
+    return outcome
 
 
-def _reinforce_or_ask(ctx: Context, old, said_by: str, said: str | None) -> Outcome:
-    if ctx.config.supervision == "supervised" and said is None:
+def _conflict(old: Entry, body: str, verdict: Judgement) -> Outcome:
+    return Outcome("conflict", extra={"conflicts_with": brief(old), "reason": verdict.reason, "prompt": (
+        f"This contradicts {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\" against the new "
+        f"\"{blocks.derive_title(body)}\" — {verdict.reason}. Nothing was written. Ask the user which holds: "
+        f"confirm='replace:{old.id}' if the new rule does (it replaces {old.id}), confirm='keep:{old.id}' if "
+        f"{old.id} still does, confirm='new' if both hold (in different cases).")})
+
+
+def _ask_about(unsure: list[tuple[Entry, Judgement]], body: str) -> Outcome:
+    """needs_confirmation: the judge cannot tell how the new rule relates to these entries."""
+    first, verdict = unsure[0]
+    listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in unsure)
+    if verdict.opposed:
+        question = (f"It may contradict {first.id} ({verdict.reason}). Ask the user which holds: "
+                    f"confirm='replace:{first.id}' if the new rule does, 'keep:{first.id}' if {first.id} still "
+                    f"does, 'same:{first.id}' if they say the same, 'new' if both hold.")
+    else:
+        question = (f"Ask the user (or judge yourself) whether it says the same as one of them: "
+                    f"confirm='same:{first.id}' reinforces {first.id}, 'replace:{first.id}' replaces it, "
+                    f"'new' stores it as a rule of its own.")
+    return ask(f"This is close to {listed}, and whetstone cannot tell whether \"{blocks.derive_title(body)}\" "
+               f"is the same rule, its opposite or a different one. Nothing was written. {question}",
+               candidates=[candidate(e, j) for e, j in unsure], similar_to=brief(first))
+
+
+def _same(ctx: Context, kind: str, body: str, old: Entry, said_by: str, said: Answer) -> Outcome:
+    """The new rule is `old` again: reinforce a learning, leave an issue, harden a learning the
+    caller now states as an issue (after asking)."""
+    if old.kind == "issue":
+        return Outcome("noop", old.id, confirmation=f"Whetstone already has this as {old.id} ({old.scope}); "
+                                                    f"nothing changed.")
+    if kind == "issue":  # an always/never rule that a learning already states softly
+        if said.verb not in ("yes", "same"):
+            return ask(f"This hardens learning {old.id} (\"{blocks.derive_title(old.body)}\") into a mandatory "
+                       f"issue. Repeat with confirm='yes' to promote {old.id}, or confirm='new' to keep both.",
+                       similar_to=brief(old))
+        return harden(ctx, old, said_by, body=body)
+    if ctx.config.supervision == "supervised" and said.verb not in ("yes", "same"):
         return ask(f"This repeats {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\". Repeat with "
                    f"confirm='yes' to reinforce it (recurrence {old.recurrence} → {old.recurrence + 1}).",
                    similar_to=brief(old))
     return reinforce(ctx, old, said_by, verb="capture")
 
+
+def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer) -> Outcome:
+    """Do what the caller said the new rule is to a stored entry (same:, replace:, keep:)."""
+    if said.target.startswith(GLOBAL_PREFIX):
+        raise WhetstoneError(f"{said.target} is in the global layer: change it with revise, or confirm='new' to "
+                             f"keep this skill's own rule")
+    old = ctx.entry(said.target)
+    if said.verb == "keep":
+        return Outcome("noop", old.id, confirmation=f"{old.id} ({old.scope}) holds; nothing was written.")
+    if said.verb == "same":
+        return _same(ctx, kind, body, old, said_by, Answer("same"))
+    text, block = ctx.block(old)  # replace: the new rule supersedes the old, in one commit
+    files: dict[str, str | None] = {old.path: blocks.remove(text, block) or None}
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files)
+    ctx.commit(f"capture: add {entry_id} ({scope}), replacing {old.id}\n\n{body}\n", files)
+    noun = "learned" if kind == "learning" else "recorded the rule"
+    return Outcome("committed", entry_id, 1 if kind == "learning" else None,
+                   f"Whetstone {noun} {entry_id} ({scope}), replacing {old.id}: {blocks.derive_title(body)}",
+                   {"replaced_id": old.id})
+
+
+def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str) -> Outcome:
+    files: dict[str, str | None] = {}
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files)
+    ctx.commit(f"capture: add {entry_id} ({scope})\n\n{body}\n", files)
+    noun = "learned" if kind == "learning" else "recorded the rule"
+    return Outcome("committed", entry_id, 1 if kind == "learning" else None,
+                   f"Whetstone {noun} {entry_id} ({scope}): {blocks.derive_title(body)}")

@@ -26,7 +26,7 @@ from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
 from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.snapshot import Snapshot
-from ..semantics.judge import Groups, judge
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, judge
 from ..semantics.words import content_words
 from ..store import events
 from ..store.store import Store, list_skills
@@ -150,10 +150,11 @@ def _plan(snap: Snapshot, config: Config) -> Plan:
         rows.sort(key=lambda i: snap.id_key[i])
         sims = snap.vectors[rows] @ snap.vectors[rows].T
         groups = Groups(len(rows))
-        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone,
+        # and only a pair it is sure of merges (what it is unsure of, the report lists)
         for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)).tolist():
-            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config)
-            if verdict.relation == "duplicate":
+            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
+            if verdict.relation == SAME:
                 groups.union(a, b)
         for group in groups.groups():
             keeper, merged = entries[rows[group[0]]], [entries[rows[g]] for g in group[1:]]
@@ -325,7 +326,32 @@ def _behavior(store: Store, snap: Snapshot, config: Config) -> dict[str, list[di
             if local is None or local in live:
                 unresolved.append({"date": str(event.get("ts"))[:10], "conflicts_with": other,
                                    "scope": event.get("scope")})
-    return {"harden": harden, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved}
+    return {"harden": harden, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved,
+            "look_alikes": _look_alikes(snap, config)}
+
+
+def _look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[str, Any]]:
+    """Pairs of entries in one scope (learnings and issues alike) that the judge finds contradicting,
+    or cannot tell apart: possible duplicates or contradictions for a person to settle, since
+    compact merges only what the judge is sure of. At most `limit`, most alike first."""
+    by_scope: dict[str, list[int]] = {}
+    for i in np.flatnonzero(snap.alive).tolist():
+        by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
+    found = []
+    for rows in by_scope.values():
+        if len(rows) < 2:
+            continue
+        rows.sort(key=lambda i: snap.id_key[i])
+        sims = snap.vectors[rows] @ snap.vectors[rows].T
+        for a, b in np.argwhere(np.triu(sims >= config.threshold("grey"), 1)).tolist():
+            old, new = snap.entries[rows[a]], snap.entries[rows[b]]
+            verdict = judge(new.body, old.body, float(sims[a, b]), config, same_scope=True)
+            if verdict.relation in (CONTRADICTS, UNSURE):
+                found.append({"ids": [old.id, new.id], "relation": verdict.relation,
+                              "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
+                              "rules": [old.body, new.body], "scope": old.scope})
+    found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
+    return found[:limit]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:
@@ -334,16 +360,24 @@ def render_report(skill: str, changes: list[str], report: dict[str, list[dict[st
     titles = {"harden": f"Learnings worth hardening into issues (reinforced in the last {HARDEN_WINDOW_DAYS} days)",
               "churn": f"Scopes with capture churn (weakened or removed within {CHURN_WINDOW_DAYS} days)",
               "stale": f"Learnings not surfaced by recall for {STALE_DAYS} days",
-              "unresolved_conflicts": "Conflicts never resolved"}
+              "unresolved_conflicts": "Conflicts never resolved",
+              "look_alikes": "Possible duplicates and contradictions (the judge was not sure; compact merged none)"}
     for key, title in titles.items():
         lines += ["", f"## {title}", ""]
         items = report[key]
         if not items:
             lines.append("- none")
         for item in items:
+            if key == "look_alikes":
+                what = "contradict each other" if item["relation"] == CONTRADICTS else "may be one rule, or opposed"
+                lines.append(f"- {' / '.join(item['ids'])} ({item['scope']}, similarity {item['similarity']}): {what}"
+                             + (f" ({item['reason']})" if item["reason"] else "")
+                             + " — " + " / ".join(f'"{rule}"' for rule in item["rules"]))
+                continue
             lines.append("- " + ", ".join(f"{k}: {v}" for k, v in item.items() if k != "rule")
                          + (f" — {item['rule']}" if "rule" in item else ""))
-    lines += ["", "Advisory only: enact a finding with `git whetstone revise`.", ""]
+    lines += ["", "Advisory only: enact a finding with `git whetstone revise` (reinforce, remove, or reword one of "
+                  "a pair), or leave it.", ""]
     return "\n".join(lines)
 
 

@@ -5,8 +5,6 @@ the nearest stored rules with the judge's verdict, a new block, one commit. Buil
 """
 from __future__ import annotations
 
-from typing import Iterator
-
 import numpy as np
 
 from ..base.clock import today
@@ -17,9 +15,19 @@ from ..format.layout import scope_key
 from ..index.records import Entry
 from ..index.snapshot import Snapshot
 from ..semantics.embed import Embedder
-from ..semantics.judge import Verdict, judge
+from ..semantics.judge import Judgement, judge
 from ..store.store import Store
 from .workspace import Workspace
+
+
+NEAREST = 25  # stored entries the judge looks at for one new rule, closest first
+CANDIDATES = 3  # look-alikes the judge was unsure of, offered to the caller, nearest first
+SCOPE_PULL = 0.3  # how much closer a rule in a close scope counts, when picking the look-alikes (fitted on dev)
+
+
+def candidate(entry: Entry, judgement: Judgement) -> dict[str, object]:
+    """A stored entry as offered to the caller to decide about: id, rule, scope, similarity."""
+    return {"id": entry.id, "rule": entry.body, "scope": entry.scope, "similarity": round(judgement.similarity, 3)}
 
 
 class Context:
@@ -75,24 +83,28 @@ class Context:
                 return text, block
         raise WhetstoneError(f"{entry.id} moved while being changed; try again", exit_code=RUNTIME)
 
-    def nearest(self, body: str, scope: str, exclude: str | None = None) -> Iterator[tuple[Entry, Verdict]]:
-        """Stored entries by likeness to `body`, closest first, each with the judge's verdict.
-        Lazy: callers stop at the first verdict that decides their case."""
+    def nearest(self, body: str, scope: str, exclude: str | None = None,
+                limit: int = NEAREST) -> list[tuple[Entry, Judgement]]:
+        """The stored entries most like `body` (at most `limit`, closest first, ties by id), each
+        with the judge's answer about the two."""
         if not self.snap.count:
-            return
+            return []
         config = self.config
         body_vec, scope_vec = self.embedder.embed([body, scope])
         sims = np.where(self.snap.alive, self.snap.vectors @ body_vec, -1.0)
         scope_sims = self.snap.phrases @ scope_vec
-        floor = min(config.threshold("grey"), config.threshold("conflict"))
-        near = np.flatnonzero(sims >= floor)
-        for row in near[np.lexsort((self.snap.id_key[near], -sims[near]))][:25]:
+        near = np.flatnonzero(sims >= config.threshold("candidate"))
+        # closest first, where a rule in the same or a close scope counts as a little closer
+        likeness = sims[near] + SCOPE_PULL * scope_sims[self.snap.scope_of[near]]
+        found = []
+        for row in near[np.lexsort((self.snap.id_key[near], -likeness))][:limit + 1]:
             e = self.snap.entries[row]
             if e.id == exclude:
                 continue
-            close = (scope_key(e.scope) == scope_key(scope)
-                     or scope_sims[self.snap.scope_of[row]] >= config.threshold("scope"))
-            yield e, judge(body, e.body, float(sims[row]), config, same_scope=close)
+            scope_similarity = float(scope_sims[self.snap.scope_of[row]])
+            close = scope_key(e.scope) == scope_key(scope) or scope_similarity >= config.threshold("scope")
+            found.append((e, judge(body, e.body, float(sims[row]), config, same_scope=close)))
+        return found[:limit]
 
     def add_block(self, kind: str, body: str, scope: str, provenance: list[str], pending: dict[str, str | None],
                   recurrence: int = 1, first_seen: str | None = None, last_seen: str | None = None) -> str:

@@ -22,10 +22,10 @@ from ..format import blocks
 from ..format.layout import GLOBAL, GLOBAL_PREFIX
 from ..git import runner
 from ..index.records import Entry
-from ..semantics.judge import Groups, judge
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, judge
 from ..store.store import Store, list_skills
 from .attach import create
-from .context import Context
+from .context import Context, candidate
 from .workspace import Workspace
 
 
@@ -44,26 +44,31 @@ def promote(skill: str, entry_id: str, *, config: Config | None = None) -> dict[
         source = Context.open(ws, store)
         entry = source.entry(wanted)
         target = Context.open(ws, layer)
-        new_id = _lift(source, target, [(store, entry)], entry)
+        new_id, similar = _lift(source, target, [(store, entry)], entry)
     shown_id = GLOBAL_PREFIX + new_id
     return {"skill": store.skill, "status": "committed", "entry_id": entry.id, "global_id": shown_id,
             "confirmation": f"Whetstone moved {entry.id} of {store.skill} to the global layer as {shown_id} "
-                            f"({entry.scope}); every skill's recall now sees it."}
+                            f"({entry.scope}); every skill's recall now sees it.",
+            **({"similar": similar} if similar else {})}
 
 
 def _lift(source: Context | None, target: Context, members: list[tuple[Store, Entry]],
-          lead: Entry) -> str:
+          lead: Entry) -> tuple[str, list[dict[str, Any]]]:
     """Write `lead` (standing for all `members`) into the global store, then remove every member
     from its skill, one commit per repository. A member store that refuses its commit leaves the
-    global entry reverted, so nothing is half moved."""
+    global entry reverted, so nothing is half moved. Returns the global id, and the global entries
+    the judge could not tell apart from it (kept beside it: a person settles those)."""
     same = None
-    for other, verdict in target.nearest(lead.body, lead.scope):
-        if verdict.relation == "conflict":
+    judged = target.nearest(lead.body, lead.scope)
+    for other, verdict in judged:
+        if verdict.relation == CONTRADICTS:
             raise WhetstoneError(f"{lead.id} contradicts the global {GLOBAL_PREFIX}{other.id} ({verdict.reason}); "
                                  f"resolve that first")
-        if verdict.relation == "duplicate":
+        if verdict.relation == SAME:
             same = other if other.kind == lead.kind else None
             break
+    similar = [] if same is not None else [
+        {**candidate(e, v), "id": GLOBAL_PREFIX + e.id} for e, v in judged if v.relation == UNSURE][:3]
     day = today().isoformat()
     provenance = [f"{day} — promoted from {store.skill} {e.id}" for store, e in members]
     learning = lead.kind == "learning"
@@ -96,7 +101,7 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
             runner.revert_head(store.path)
         reason = exc.message if isinstance(exc, WhetstoneError) else f"{type(exc).__name__}: {exc}"
         raise WhetstoneError(f"promotion stopped and undone in every store: {reason}", exit_code=RUNTIME) from None
-    return new_id
+    return new_id, similar
 
 
 def clusters(ws: Workspace) -> list[dict[str, Any]]:
@@ -119,8 +124,9 @@ def clusters(ws: Workspace) -> list[dict[str, Any]]:
     groups = Groups(len(rows))
     for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)):
         (sa, ea), (sb, eb) = rows[a], rows[b]
+        # across skills a scope's name differs from skill to skill: the rule's own words decide
         if sa != sb and ea.kind == eb.kind and \
-                judge(eb.body, ea.body, float(sims[a, b]), config).relation == "duplicate":
+                judge(eb.body, ea.body, float(sims[a, b]), config, same_scope=True).relation == SAME:
             groups.union(int(a), int(b))
     found = []
     for group in groups.groups():
@@ -159,8 +165,8 @@ def promote_cluster(cluster_id: str, *, config: Config | None = None) -> dict[st
                                      f"run compact --all again")
             members.append((store, snap.entries[snap.by_id[item["id"]]]))
         lead = max((e for _, e in members), key=lambda e: (e.recurrence, -int(e.id[1:])))
-        new_id = _lift(None, Context.open(ws, layer), members, lead)
+        new_id, similar = _lift(None, Context.open(ws, layer), members, lead)
     shown_id = GLOBAL_PREFIX + new_id
     return {"cluster": wanted, "status": "committed", "global_id": shown_id, "skills": cluster["skills"],
             "confirmation": f"Whetstone made cluster {wanted} the global {shown_id}, removed from "
-                            f"{', '.join(cluster['skills'])}."}
+                            f"{', '.join(cluster['skills'])}.", **({"similar": similar} if similar else {})}

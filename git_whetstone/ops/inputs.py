@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from dataclasses import dataclass
 
 from ..base.clock import today
 from ..base.errors import WhetstoneError, shown, unicode_text
@@ -18,7 +19,9 @@ MAX_SCOPE = 100
 MAX_PROVENANCE = 300
 ANSWERS = {"yes": "yes", "y": "yes", "true": "yes", "confirm": "yes", "ok": "yes",
            "no": "no", "n": "no", "decline": "no",
-           "new": "new", "separate": "new", "reinforce": "reinforce", "same": "reinforce", "replace": "replace"}
+           "new": "new", "separate": "new", "reinforce": "same", "same": "same", "replace": "replace",
+           "keep": "keep"}
+TARGETED = ("same", "replace", "keep")  # the answers that may name the entry they are about: same:L3
 _CONTROL = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
 
 
@@ -75,15 +78,34 @@ def clean_run_id(run_id: object) -> str | None:
     return run_id
 
 
-def answer(confirm: object) -> str | None:
-    """The meaning of a `confirm` argument: None (not given), yes, no, new, reinforce or replace."""
+@dataclass(frozen=True)
+class Answer:
+    """What a `confirm` argument says: `verb` is yes, no, new, same, replace or keep (None when
+    nothing was said); `target` the entry id it names (same:L3, replace:I2, keep:G:L4), if any."""
+
+    verb: str | None = None
+    target: str | None = None
+
+
+_TARGET = re.compile(r"(?:[Gg]:)?[LlIi][1-9]\d*")
+
+
+def answer(confirm: object) -> Answer:
+    """The meaning of a `confirm` argument: nothing, a bare answer (yes, no, new, same or reinforce,
+    replace, keep) or one that names its entry (same:L3, replace:L3, keep:L3)."""
     if confirm is None or confirm is False or confirm == "":
-        return None
+        return Answer()
     if confirm is True:
-        return "yes"
-    if isinstance(confirm, str) and confirm.strip().lower() in ANSWERS:
-        return ANSWERS[confirm.strip().lower()]
-    raise WhetstoneError(f"confirm must be true or one of yes, no, new, reinforce, replace; got {shown(confirm)}")
+        return Answer("yes")
+    if isinstance(confirm, str):
+        said = confirm.strip().lower()
+        if said in ANSWERS:
+            return Answer(ANSWERS[said])
+        verb, colon, target = said.partition(":")
+        if colon and ANSWERS.get(verb.strip()) in TARGETED and _TARGET.fullmatch(target.strip()):
+            return Answer(ANSWERS[verb.strip()], target.strip().upper())
+    raise WhetstoneError(f"confirm must be true, one of yes, no, new, same, replace, keep, or same:<id>, "
+                         f"replace:<id>, keep:<id> (the id a prompt named); got {shown(confirm)}")
 
 
 def polarity_kind(polarity: object) -> str:

@@ -26,9 +26,9 @@ import numpy as np
 from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import WhetstoneError, shown, unicode_text
-from ..format.layout import GLOBAL, GLOBAL_PREFIX
+from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..index.snapshot import Snapshot
-from ..semantics.judge import contradiction
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge
 from ..semantics.words import content_words
 from ..store import events
 from ..store.weight import weights
@@ -284,7 +284,7 @@ def _drop_repeats(pool: Pool, learn: Pool, issue: Pool, skill: Layer | None, con
         body = pool.layers[li].snap.entries[row].body
         for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
             other = skill.snap.entries[mine[m][1][1]].body
-            if not contradiction(body, other, float(row_sims[m]), config):
+            if judge(body, other, float(row_sims[m]), config, same_scope=True).relation == SAME:
                 drop.add(int(t))
                 break
     if drop:
@@ -314,16 +314,25 @@ def _mmr(vectors_at, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
 
 
 def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config) -> list[dict[str, Any]]:
+    """Pairs among the returned entries that contradict each other, as the judge sees them: those
+    it is sure of, and those it cannot tell apart whose words point opposite ways ("may
+    contradict"), which nobody has settled yet."""
     found = []
     if not refs:
         return found
     vecs = np.stack([layers[li].snap.vectors[row] for li, row in refs])
     sims = vecs @ vecs.T
-    bodies = [layers[li].snap.entries[row].body for li, row in refs]
+    entries = [layers[li].snap.entries[row] for li, row in refs]
     for i, (la, ra) in enumerate(refs):
         for j in range(i + 1, len(refs)):
             lb, rb = refs[j]
-            reason = contradiction(bodies[i], bodies[j], float(sims[i, j]), config)
-            if reason:
-                found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
+            verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
+                            same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
+            if verdict.relation == CONTRADICTS:
+                reason = verdict.reason
+            elif verdict.relation == UNSURE and verdict.opposed:
+                reason = f"may contradict: {verdict.reason}"
+            else:
+                continue
+            found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
     return found

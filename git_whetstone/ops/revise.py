@@ -17,10 +17,11 @@ from ..base.errors import WhetstoneError, shown
 from ..format import blocks
 from ..format.layout import GLOBAL, GLOBAL_PREFIX
 from ..index.records import Entry
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Judgement
 from ..store import events
-from .context import Context
+from .context import CANDIDATES, Context, candidate
+from .inputs import Answer, answer, clean_body, clean_run_id, clean_scope
 from .workspace import Workspace
-from .inputs import answer, clean_body, clean_run_id, clean_scope
 from .writes import DECLINED, Outcome, ask, brief, harden, move, promotion_declined, reinforce, reword, soften
 
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote")
@@ -43,6 +44,8 @@ def revise(skill: str, entry_id: str, action: str, body: str | None = None, scop
     new_body = clean_body(body) if body not in (None, "") else None
     new_scope = clean_scope(scope) if scope not in (None, "") else None
     run_id, said = clean_run_id(run_id), answer(confirm)
+    if said.target:
+        raise WhetstoneError("revise takes confirm yes, no or new (same:/replace:/keep: answer a capture)")
     if action == "remove" and (new_body or new_scope):
         raise WhetstoneError("remove takes no body or scope")
     store = ws.store(skill, must_exist=True)
@@ -58,7 +61,26 @@ def revise(skill: str, entry_id: str, action: str, body: str | None = None, scop
 
 
 def _revise(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
-            said: str | None) -> Outcome:
+            said: Answer) -> Outcome:
+    judged = _judged(ctx, entry, action, body, scope, said)
+    outcome = _change(ctx, entry, action, body, scope, said, judged)
+    unsure = [candidate(e, j) for e, j in judged if j.relation == UNSURE][:CANDIDATES]
+    if outcome.status == "committed" and unsure:  # autonomous: done, and the look-alikes named for a follow-up
+        outcome.extra["similar"] = unsure
+    return outcome
+
+
+def _judged(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
+            said: Answer) -> list[tuple[Entry, Judgement]]:
+    """The judge's answers about the changed entry and the rest of the store, for a change that
+    rewords, moves, promotes or demotes it (unless the caller said it is a rule of its own)."""
+    if said.verb == "new" or (body is None and scope is None and action not in ("promote", "demote")):
+        return []
+    return ctx.nearest(body or entry.body, scope or entry.scope, exclude=entry.id)
+
+
+def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
+            said: Answer, judged: list[tuple[Entry, Judgement]]) -> Outcome:
     if action in ("reinforce", "weaken") and entry.kind != "learning":
         raise WhetstoneError(f"{entry.id} is an issue: issues have no weight to {action}; "
                              f"use demote or remove")
@@ -68,7 +90,7 @@ def _revise(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
         raise WhetstoneError(f"{entry.id} is a learning; only issues can be demoted")
     recurrence = entry.recurrence if entry.kind == "learning" else None  # what the entry has now
 
-    if action == "promote" and said == "no":
+    if action == "promote" and said.verb == "no":
         if promotion_declined(entry):
             return Outcome("noop", entry.id, recurrence, f"{entry.id} stays a learning (already noted).")
         text, block = ctx.block(entry)
@@ -77,12 +99,12 @@ def _revise(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
                    {entry.path: blocks.replace(text, block, blocks.update_fields(block, {}, said_by))})
         return Outcome("committed", entry.id, recurrence, f"{entry.id} stays a learning; whetstone will not ask again.")
 
-    judged = _judge_change(ctx, entry, action, body, scope, recurrence)
-    if judged is not None:
-        return judged
+    stop = _judge_change(ctx, entry, action, judged, recurrence)
+    if stop is not None:
+        return stop
 
     needs = action in ("remove", "promote", "demote") or ctx.config.supervision == "supervised"
-    if needs and said != "yes":
+    if needs and said.verb not in ("yes", "new"):
         what = {"remove": f"delete {entry.id}", "promote": f"make {entry.id} a mandatory issue",
                 "demote": f"make {entry.id} a soft learning"}.get(action, f"{action} {entry.id}")
         return ask(f"Confirm: {what} (\"{blocks.derive_title(entry.body)}\"). Repeat the call with confirm='yes'.",
@@ -106,23 +128,31 @@ def _revise(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     return soften(ctx, entry, body=body, scope=scope)
 
 
-def _judge_change(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
+def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[Entry, Judgement]],
                   recurrence: int | None) -> Outcome | None:
-    """A reworded, moved, promoted or demoted entry against the rest of the store: a conflict or a
-    duplicate stops the change (nothing written); None lets it go ahead."""
-    if body is None and scope is None and action not in ("promote", "demote"):
-        return None
+    """A reworded, moved, promoted or demoted entry against the rest of the store, as a capture is
+    judged: what the judge is sure contradicts it, or already says it, stops the change (nothing
+    written); look-alikes it is unsure of are put to the caller first (unless `autonomous`). None
+    lets the change go ahead."""
     target_kind = {"promote": "issue", "demote": "learning"}.get(action, entry.kind)
-    for other, verdict in ctx.nearest(body or entry.body, scope or entry.scope, exclude=entry.id):
-        if verdict.relation == "conflict":
+    for other, verdict in judged:
+        if verdict.relation == CONTRADICTS:
             return Outcome("conflict", entry.id, recurrence, extra={
                 "conflicts_with": brief(other), "reason": verdict.reason,
                 "prompt": f"The revised rule contradicts {other.id} ({other.scope}) — {verdict.reason}. "
-                          f"Nothing was written; resolve {other.id} first."})
-        if verdict.relation == "duplicate" and other.kind == target_kind:
+                          f"Nothing was written; resolve {other.id} first, or repeat with confirm='new' if "
+                          f"both hold."})
+        if verdict.relation == SAME and other.kind == target_kind:
             return Outcome("noop", other.id, recurrence, (
                 f"{other.id} already says this; nothing changed. Remove {entry.id} if it is redundant."),
                 {"duplicate_of": brief(other)})
+    unsure = [(e, j) for e, j in judged if j.relation == UNSURE][:CANDIDATES]
+    if unsure and ctx.config.supervision != "autonomous":
+        listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in unsure)
+        return ask(f"The revised {entry.id} is close to {listed}, and whetstone cannot tell whether it says the "
+                   f"same, the opposite or something else. Nothing was written. Repeat with confirm='new' to go "
+                   f"ahead, or settle it with the user first (revise or remove {unsure[0][0].id}).",
+                   entry.id, recurrence, candidates=[candidate(e, j) for e, j in unsure])
     return None
 
 

@@ -2,9 +2,10 @@
 or a rule file imported into a store.
 
 **Import** (merge) judges each entry against the store as it was before the import, with the
-judge capture uses: an entry the store already holds is a noop, a near-duplicate learning is
-reinforced once, a near-duplicate issue is a noop, a contradiction is skipped and reported, the
-rest are added under freshly minted ids. Every write records its source in a provenance line
+judge capture uses: an entry the store already holds is a noop, a learning the judge is sure is
+stored already is reinforced once (an issue: a noop), a sure contradiction is skipped and
+reported, the rest are added under freshly minted ids; what the judge cannot tell apart from a
+stored rule is added too (never merged on a guess) and listed under `similar` for a person. Every write records its source in a provenance line
 ending `(import:<source>:<rule hash>)`, and that marker is how a second import of the same pack
 (or of a later version of it) recognises what it already brought in: importing again changes
 nothing and makes no commit. Replace swaps every entry in one commit.
@@ -14,7 +15,7 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
@@ -25,8 +26,9 @@ from ..base.files import write_atomic
 from ..format import blocks
 from ..format.layout import scope_key
 from ..index.records import Entry
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE
 from .attach import create
-from .context import Context
+from .context import Context, candidate
 from .workspace import Workspace
 from .inputs import clean_body, clean_provenance, clean_scope
 from .packs import MAX_EXPANDED, Item, build_pack, marker, read_pack, rule_hash, store_items
@@ -105,6 +107,7 @@ class Step:
     reason: str = ""
     bump: bool = False      # a reinforce that raises the recurrence (once per entry per import)
     new_id: str | None = None
+    similar: list[dict[str, Any]] = field(default_factory=list)  # look-alikes the judge was unsure of
 
 
 def import_pack(skill: str, source: str, mode: str = "merge", dry_run: bool = False, fmt: str | None = None, *,
@@ -214,12 +217,12 @@ def _judge(ctx: Context, item: Item, mark: str, markers: dict[str, Entry],
         # own history is evidence, and falls through to be reinforced.
         if fmt != "pack" or provenance <= {clean_provenance(p) for p in e.provenance}:
             return Step(item, "noop", mark, e, "already in the store")
-    verdicts = ctx.nearest(item.body, item.scope)
-    decisive = next(((e, v) for e, v in verdicts if v.relation in ("duplicate", "conflict")), None)
-    if decisive is None:
-        return Step(item, "add", mark)
+    judged = ctx.nearest(item.body, item.scope)
+    decisive = next(((e, v) for e, v in judged if v.relation in (SAME, CONTRADICTS)), None)
+    if decisive is None:  # nothing the judge is sure of: both rules are kept, the look-alikes listed
+        return Step(item, "add", mark, similar=[candidate(e, v) for e, v in judged if v.relation == UNSURE][:3])
     old, verdict = decisive
-    if verdict.relation == "conflict":
+    if verdict.relation == CONTRADICTS:
         return Step(item, "conflict", mark, old, verdict.reason)
     if old.kind == "issue":
         return Step(item, "noop", mark, old, "an issue already says this")
@@ -306,12 +309,14 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
 def _summary(steps: list[Step], removed: list[str], commit: str | None, dry_run: bool) -> dict[str, Any]:
     """What an import did with each item, as its JSON reports it: the lists, their counts, the
     status, and the commit (only when something was committed)."""
-    lists: dict[str, list[Any]] = {"committed": [], "reinforced": [], "noop": [], "conflicts": []}
+    lists: dict[str, list[Any]] = {"committed": [], "reinforced": [], "noop": [], "conflicts": [], "similar": []}
     for step in steps:
         item = step.item
         source = {"from": item.label, "kind": item.kind, "scope": item.scope, "rule": item.body}
         if step.action == "add":
             lists["committed"].append({"id": step.new_id, **source})
+            if step.similar:  # kept beside look-alikes the judge could not tell apart: for a person to settle
+                lists["similar"].append({"id": step.new_id, **source, "similar": step.similar})
         elif step.action == "reinforce":
             lists["reinforced"].append({"id": step.target.id, "from": item.label, "scope": step.target.scope,
                                         "rule": step.target.body, "recurrence": step.target.recurrence + 1})
@@ -321,7 +326,7 @@ def _summary(steps: list[Step], removed: list[str], commit: str | None, dry_run:
         else:
             lists["conflicts"].append({**source, "conflicts_with": {
                 "id": step.target.id, "rule": step.target.body, "scope": step.target.scope}, "reason": step.reason})
-    counts = {key: len(found) for key, found in lists.items()} | {"removed": len(removed)}
+    counts = {key: len(lists[key]) for key in ("committed", "reinforced", "noop", "conflicts")} | {"removed": len(removed)}
     changes = counts["committed"] + counts["reinforced"] + len(removed)
     status = "dry_run" if dry_run else ("committed" if commit and changes else "unchanged")
     return {"status": status, "commit": commit if status == "committed" else None, **lists, "removed": removed,

@@ -1,9 +1,22 @@
-"""Is a new rule the same as a stored one, its opposite, or something else?
+"""Is a new rule the same as a stored one, its opposite, unrelated — or can whetstone not tell?
 
-Cosine similarity alone cannot tell "Right-align currency columns" from "Never right-align currency
-columns" (the embedders ignore negation words on purpose) nor "2 decimals" from "0 decimals". The
-judge looks at what the vectors leave out: a flipped negation, a swapped antonym or a changed
-number between two rules that otherwise say the same thing is a conflict, never a duplicate.
+A correction is the most valuable thing a store holds, so the judge decides alone only when it is
+sure, and says "unsure" otherwise; whoever asked (capture, revise, import, compact, the global
+layer) then asks the caller — an agent or a person — or keeps both rules, and never merges on a
+guess. Embedding cosine cannot tell "keep emails brief" from "write long, detailed emails": it
+only says how much two rules are about the same thing. Being sure takes the words themselves:
+
+- **same**: the two rules say the same content words in the same order, after normalisation
+  (case, plurals and stems, "two" and "2", filler such as "please" or "decimal places"), with
+  the same polarity, in the same or a close scope;
+- **contradicts**: the two rules say the same thing except for one opposition: a negation on one
+  side only ("never right-align …"), two values of one attribute ("left" / "right",
+  "serif" / "sans-serif", "brief" / "long"), or different numbers ("2 decimals" / "0 decimals");
+- **unrelated**: too far apart: a cosine below the backend's `grey` bar, fitted on the labeled
+  pairs (scripts/fit_judge.py) so that nine in ten duplicates and contradictions clear it;
+- **unsure**: everything else that is close. An unsure pair with an opposition in it (antonyms,
+  a flipped polarity, different values) is flagged `opposed`: it may be a contradiction in other
+  words, and the question put to the caller is "which holds?".
 """
 from __future__ import annotations
 
@@ -12,126 +25,162 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from ..base.config import Config
-from .words import NEGATIONS, content_words, normalize, stem, words
+from .words import content_words, normalize, stem, words
 
-_ANTONYMS = [
-    ("left", "right"), ("top", "bottom"), ("light", "dark"), ("ascend", "descend"),
-    ("ascending", "descending"), ("warm", "cool"), ("increase", "decrease"), ("more", "less"),
-    ("above", "below"), ("before", "after"), ("show", "hide"), ("include", "exclude"),
-    ("enable", "disable"), ("upper", "lower"), ("uppercase", "lowercase"), ("horizontal", "vertical"),
-    ("first", "last"), ("min", "max"), ("minimum", "maximum"), ("short", "long"), ("shorter", "longer"),
-    ("large", "small"), ("larger", "smaller"), ("big", "small"), ("wide", "narrow"), ("formal", "casual"),
-    ("formal", "informal"), ("active", "passive"), ("singular", "plural"), ("explicit", "implicit"),
-    ("serif", "sans"), ("bold", "regular"), ("opaque", "transparent"), ("round", "square"),
-    ("rounded", "square"), ("inside", "outside"), ("start", "end"), ("early", "late"), ("high", "low"),
-    ("higher", "lower"), ("add", "remove"),
-]
-_SIDE: dict[str, tuple[int, int]] = {}
-for _i, (_a, _b) in enumerate(_ANTONYMS):
-    _SIDE.setdefault(stem(_a), (_i, 0))
-    _SIDE.setdefault(stem(_b), (_i, 1))
+# Words that name the same attribute's values: two rules that differ only in one of these say
+# opposite things (one value or the other). Written as they appear; matched after stemming.
+_SLOTS = {
+    "alignment": "left right center centre centered centred justify justified",
+    "vertical position": "top bottom middle",
+    "relative position": "above below",
+    "order in time": "before after",
+    "order": "first last",
+    "ends": "start end beginning",
+    "sort order": "ascending descending asc desc increasing decreasing",
+    "age order": "newest oldest latest earliest",
+    "letter case": "uppercase lowercase upper lower capitalized capitalised",
+    "naming case": "camelcase snake_case kebab pascalcase camel snake kebab pascal",
+    "quotes": "single double backtick backticks",
+    "typeface": "serif sans monospace mono proportional",
+    "theme": "light dark",
+    "length": "short long brief concise terse succinct verbose lengthy detailed wordy longer shorter",
+    "tone": "formal casual informal chatty stiff playful conversational",
+    "size": "small large big tiny huge larger smaller bigger",
+    "width": "wide narrow wider narrower",
+    "indentation": "tabs spaces tab",
+    "time zone": "utc local",
+    "voice": "active passive",
+    "number form": "singular plural",
+    "amount": "more less fewer increase decrease higher lower",
+    "bound": "min max minimum maximum",
+    "visibility": "show hide",
+    "inclusion": "include exclude",
+    "switch": "enable disable enabled disabled",
+    "change": "add remove",
+    "opacity": "opaque transparent",
+    "corners": "round rounded square sharp",
+    "warmth": "warm cool cold",
+    "explicitness": "explicit implicit",
+    "orientation": "horizontal vertical landscape portrait",
+    "emphasis": "bold italic regular",
+    "mode": "sync async synchronous asynchronous",
+}
+_SLOT_OF: dict[str, str] = {}
+for _slot, _values in _SLOTS.items():
+    for _value in _values.split():
+        _SLOT_OF.setdefault(stem(_value), _slot)
+        _SLOT_OF.setdefault(_value, _slot)
+# Said of a rule, these make it a prohibition; these others a permission (an exception, often).
+_PROHIBITION = frozenset("never not no don't dont avoid avoiding without stop none nothing nor neither cannot "
+                         "can't won't shouldn't mustn't isn't aren't doesn't didn't forbid forbidden banned ban "
+                         "skip omit".split())
+_PERMISSION = frozenset("fine ok okay allowed acceptable permitted alright".split())
+# Content words that carry no meaning of their own in a rule ("prefer X" = "use X" = "show X"); an
+# attribute value among them (show / hide) still counts as one (`Reading.values`).
+_FILLER = frozenset(stem(w) for w in """place places prefer preferably ensure sure want wants need needs
+should like rule thing things way ways instead rather whenever show display format render present write
+put set give apply""".split())
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-# "Use X rather than Y" / "instead of Y" states a preference, not a prohibition of the rule itself.
-_POLARITY = NEGATIONS - {"instead", "rather", "than"}
-NEGATION_OVERLAP = 0.5  # a flipped negation conflicts only between rules with mostly the same words
-POLARITY_MARGIN = 0.15  # a rule that says "never" is the same as one that does not only when much closer
+# Words that make the order of the others matter ("tabs rather than spaces", "convert X to Y"): a rule
+# holding one is the same as another only when their content words come in the same order.
+_RELATIONAL = frozenset("""to from into onto than instead rather over under before after above below as for with
+vs versus against per by between within without not""".split())
+
+SAME, CONTRADICTS, UNRELATED, UNSURE = "same", "contradicts", "unrelated", "unsure"
 
 
 @dataclass(frozen=True)
-class Verdict:
-    relation: str          # "duplicate" | "conflict" | "similar" | "distinct"
+class Judgement:
+    """The judge's answer about a new rule and a stored one. `opposed`: something in them points
+    opposite ways (why is in `reason`), so an unsure pair may be a contradiction in other words."""
+
+    relation: str          # same | contradicts | unrelated | unsure
     similarity: float
     reason: str = ""
+    opposed: bool = False
+
+
+@dataclass(frozen=True)
+class Reading:
+    """What the judge reads of one rule: its content words in order (filler and polarity words
+    out), whether it forbids or permits, its numbers, and the attribute values it names."""
+
+    sequence: tuple[str, ...]
+    ordered: bool
+    forbids: bool
+    permits: bool
+    numbers: frozenset[str]
+    values: dict[str, frozenset[str]]
 
 
 @lru_cache(maxsize=8192)
-def negated(text: str) -> bool:
-    """True when the rule says not to do something (never, don't, avoid, without, no …)."""
-    return any(t in _POLARITY for t in words(text))
-
-
-@lru_cache(maxsize=8192)
-def stems(text: str) -> frozenset[str]:
-    return frozenset(content_words(text))
-
-
-def overlap(a: str, b: str) -> float:
-    """Jaccard overlap of the two rules' content-word stems."""
-    sa, sb = stems(a), stems(b)
-    return len(sa & sb) / len(sa | sb) if sa | sb else 1.0
-
-
-@lru_cache(maxsize=8192)
-def numbers(text: str) -> frozenset[str]:
-    found = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))}
-    found |= {t for t in words(text) if t.isdigit()}
-    if {"no", "without", "none"} & set(words(text)) and not found:
-        found.add("0")  # "no decimals" is a value too
-    return frozenset(found)
-
-
-@lru_cache(maxsize=8192)
-def antonym_sides(text: str) -> dict[int, frozenset[int]]:
-    sides: dict[int, set[int]] = {}
-    for token in words(text):
+def read(text: str) -> Reading:
+    tokens = words(text)
+    found = set(tokens)
+    forbids = bool(found & _PROHIBITION)
+    permits = bool(found & _PERMISSION)
+    sequence = tuple(w for w in content_words(text) if w not in _FILLER and w not in _PERMISSION
+                     and w not in _PROHIBITION)
+    numbers = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))} | {t for t in tokens if t.isdigit()}
+    if not numbers and found & {"no", "without", "none", "zero"} and found & {"decimal", "decimals", "digit", "digits"}:
+        numbers.add("0")  # "no decimals" is a value too
+    values: dict[str, set[str]] = {}
+    for token in tokens:
         for part in re.split(r"[-/]", token):
-            hit = _SIDE.get(stem(part))
-            if hit:
-                sides.setdefault(hit[0], set()).add(hit[1])
-    return {pair: frozenset(side) for pair, side in sides.items()}  # cached: never mutated
+            slot = _SLOT_OF.get(part) or _SLOT_OF.get(stem(part))
+            if slot:
+                values.setdefault(slot, set()).add(stem(part))
+    if "sans" in values.get("typeface", set()):  # "sans-serif" is one value, not two
+        values["typeface"].discard("serif")
+    return Reading(sequence, bool(found & _RELATIONAL), forbids, permits, frozenset(numbers),
+                   {k: frozenset(v) for k, v in values.items()})
 
 
-def conflict_reason(a: str, b: str) -> tuple[str, str]:
-    """How `a` and `b` contradict each other if they say the same thing otherwise: ("negation" |
-    "antonym" | "value", why), or ("", "")."""
-    if negated(a) != negated(b):
-        return "negation", "one says to do it, the other says not to"
-    sides_a, sides_b = antonym_sides(a), antonym_sides(b)
-    for pair, side in sides_a.items():
-        other = sides_b.get(pair)
-        if other and side != other and len(side) == 1 and len(other) == 1:
-            x, y = _ANTONYMS[pair]
-            return "antonym", f"'{x}' against '{y}'"
-    na, nb = numbers(a), numbers(b)
-    if na and nb and not (na & nb):
-        return "value", f"different values ({', '.join(sorted(na))} against {', '.join(sorted(nb))})"
-    return "", ""
+def same_words(a: Reading, b: Reading) -> bool:
+    """Whether two rules say the same content words: in the same order, or in any order when
+    neither holds a word that makes order matter."""
+    if a.sequence == b.sequence:
+        return bool(a.sequence)
+    return not (a.ordered or b.ordered) and sorted(a.sequence) == sorted(b.sequence) and bool(a.sequence)
 
 
-def _opposed(kind: str, a: str, b: str) -> bool:
-    """Whether a difference `conflict_reason` found makes the two rules say opposite things.
-    Negation words are not embedded, so a flipped negation must come with mostly the same words
-    besides (a paraphrase that happens to use "no" is not a contradiction)."""
-    return kind in ("antonym", "value") or kind == "negation" and overlap(a, b) >= NEGATION_OVERLAP
+def opposition(a: Reading, b: Reading) -> tuple[str, str, frozenset[str]]:
+    """How two rules point opposite ways, if they do: ("negation" | "value" | "number", why, the
+    words that differ), or ("", "", ∅)."""
+    if a.forbids != b.forbids or (a.permits != b.permits and (a.forbids or b.forbids)):
+        return "negation", "one says to do it, the other says not to", frozenset()
+    for slot in sorted(a.values.keys() & b.values.keys()):
+        if a.values[slot] != b.values[slot]:
+            x, y = sorted(a.values[slot] - b.values[slot]), sorted(b.values[slot] - a.values[slot])
+            if x and y:
+                return "value", f"{slot}: '{' '.join(x)}' against '{' '.join(y)}'", a.values[slot] | b.values[slot]
+    if a.numbers and b.numbers and not a.numbers & b.numbers:
+        return ("number", f"different values ({', '.join(sorted(a.numbers))} against {', '.join(sorted(b.numbers))})",
+                a.numbers | b.numbers)
+    return "", "", frozenset()
 
 
-def contradiction(a: str, b: str, similarity: float, config: Config) -> str:
-    """Why `a` contradicts `b`, or ''. A swapped antonym or value lowers the cosine itself, so
-    every kind needs only the conflict bar."""
-    if similarity < config.threshold("conflict"):
-        return ""
-    kind, reason = conflict_reason(a, b)
-    return reason if _opposed(kind, a, b) else ""
+def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool) -> Judgement:
+    """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors and
+    whether their scopes are the same (or close)."""
+    a, b = read(new), read(old)
+    kind, reason, differing = opposition(a, b)
+    if kind:
+        rest_a = tuple(w for w in a.sequence if w not in differing)
+        rest_b = tuple(w for w in b.sequence if w not in differing)
+        if rest_a == rest_b and rest_a:  # the same rule but for the one opposition
+            return Judgement(CONTRADICTS, similarity, reason, True)
+    elif same_words(a, b) and same_scope and a.permits == b.permits:
+        return Judgement(SAME, similarity)
+    if similarity >= config.threshold("grey"):
+        return Judgement(UNSURE, similarity, reason, bool(kind))
+    return Judgement(UNRELATED, similarity, reason, bool(kind))
 
 
-def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool = True) -> Verdict:
-    """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors.
-    Duplicates must also share a scope (or a close one); conflicts need not. Two opposed rules
-    below the conflict bar are too far apart to contradict and too different to be one rule."""
-    kind, reason = conflict_reason(new, old)
-    opposed = _opposed(kind, new, old)
-    if opposed and similarity >= config.threshold("conflict"):
-        return Verdict("conflict", similarity, reason)
-    if opposed or not same_scope or similarity < config.threshold("grey"):
-        return Verdict("distinct", similarity)
-    alike = similarity
-    if kind == "negation":  # "No more than three bullets" can restate "Limit to three bullets", rarely
-        alike -= POLARITY_MARGIN
-    if alike >= config.threshold("dedup"):
-        return Verdict("duplicate", similarity)
-    if alike >= config.threshold("grey"):
-        return Verdict("similar", similarity)
-    return Verdict("distinct", similarity)
+def contradiction(a: str, b: str, similarity: float, config: Config, *, same_scope: bool = True) -> str:
+    """Why `a` contradicts `b` when the judge is sure of it, or ''."""
+    verdict = judge(a, b, similarity, config, same_scope=same_scope)
+    return verdict.reason if verdict.relation == CONTRADICTS else ""
 
 
 class Groups:

