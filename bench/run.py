@@ -480,7 +480,8 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
                rng: random.Random) -> tuple[dict[str, Measure], dict[str, float], dict[str, str]]:
     from git_whetstone.git import runner
     from git_whetstone.index import freshness
-    from git_whetstone.ops import capture, compact, recall, revise, share
+    from git_whetstone.ops import capture as capture_op, compact as compact_op, recall as recall_op
+    from git_whetstone.ops import revise as revise_op, share as share_op
     from git_whetstone.semantics.embed import get_embedder
 
     skill = f"bench-{size}"
@@ -499,7 +500,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
         freshness.LIVE.clear()
 
     def recall(intent: str) -> dict:
-        return recall.recall(skill, intent, config=cfg)
+        return recall_op.recall(skill, intent, config=cfg)
 
     # floor of a build: embedding every text once, in batches, nothing else
     texts = [b for _, b, _ in built.learnings + built.issues] + sorted({s.phrase for s in built.scopes})
@@ -539,7 +540,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
 
     # floor: one brute-force dot of every vector against the intent's clause vectors
     snap = next(s for k, s in freshness.LIVE.items() if k[0] == str(built.path))
-    qv = embedder.embed(recall.clauses(queries[0]))
+    qv = embedder.embed(recall_op.clauses(queries[0]))
     figures["floor_dot"] = Measure([clock(lambda: (snap.vectors @ qv.T).max(axis=1))[0] for _ in range(n)],
                                    f"{snap.vectors.shape[0]}x{snap.vectors.shape[1]} @ {qv.shape[0]} queries")
 
@@ -564,7 +565,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
         return fill(rng, rng.choice(NOVEL), "")
 
     def capture(body: str, scope: str) -> dict:
-        return capture.capture(skill, "learning", body, scope, "bench: a new correction", config=cfg)
+        return capture_op.capture(skill, "learning", body, scope, "bench: a new correction", config=cfg)
 
     capture(novel(), rng.choice(built.scopes).phrase)  # warm-up: first write of this process
     runs_all, runs_committed, statuses = [], [], Counter()
@@ -616,7 +617,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     # 5. revise: reinforce an entry by id (no confirmation needed), as an agent does after recall
     runs, statuses = [], Counter()
     for entry_id, _, _ in rng.sample(built.learnings, n):
-        ms, out = clock(lambda: revise.revise(skill, entry_id, "reinforce", config=cfg))
+        ms, out = clock(lambda: revise_op.revise(skill, entry_id, "reinforce", config=cfg))
         statuses[out["status"]] += 1
         runs.append(ms)
     figures["revise"] = Measure(runs, "reinforce by id: " + ", ".join(f"{k} {v}" for k, v in statuses.most_common()))
@@ -624,7 +625,7 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     # 6. export a preference pack
     say("   export")
     target = root.parent / f"{skill}.tar.gz"
-    runs = [clock(lambda: share.export(skill, str(target), config=cfg))[0]
+    runs = [clock(lambda: share_op.export(skill, str(target), config=cfg))[0]
             for _ in range(min(few, args.cold_repeat + 1))]
     figures["export"] = Measure(runs, f"{target.stat().st_size / 2**20:.1f} MiB pack")
     target.unlink()
@@ -635,17 +636,17 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
 
     # 8. compact: what the structural pass would do (dry run), doing it, and a second run (nothing left)
     say("   compact")
-    runs = [clock(lambda: compact.compact(skill, dry_run=True, config=cfg))[0]
+    runs = [clock(lambda: compact_op.compact(skill, dry_run=True, config=cfg))[0]
             for _ in range(min(few, args.cold_repeat))]
     figures["compact_dry"] = Measure(runs, "dry run: plan only")
-    ms, out = clock(lambda: compact.compact(skill, config=cfg))
+    ms, out = clock(lambda: compact_op.compact(skill, config=cfg))
     kinds = Counter(change.split(" ")[0] for change in out["changes"])
     figures["compact"] = Measure([ms], f"{len(out['changes'])} changes: "
                                        + ", ".join(f"{k} {v}" for k, v in kinds.most_common()))
-    ms, out = clock(lambda: compact.compact(skill, config=cfg))
+    ms, out = clock(lambda: compact_op.compact(skill, config=cfg))
     figures["compact_again"] = Measure([ms], f"{len(out['changes'])} changes the second time")
     if args.profile:
-        profiles["compact_dry"] = profile(lambda: compact.compact(skill, dry_run=True, config=cfg), 1)
+        profiles["compact_dry"] = profile(lambda: compact_op.compact(skill, dry_run=True, config=cfg), 1)
 
     return figures, {**built.seconds, "source": built.source}, profiles
 
@@ -703,7 +704,7 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
     """A model backend's own figures (its cost is the model, not the index): first load, a full
     reindex, recall and capture medians in a warm process, and whole `recall` CLI processes."""
     from git_whetstone.index import freshness
-    from git_whetstone.ops import capture, hooks, recall
+    from git_whetstone.ops import capture as capture_op, hooks, recall as recall_op
     from git_whetstone.semantics.embed import get_embedder
 
     figures: dict[str, Measure] = {}
@@ -714,13 +715,13 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
     runs = [clock(lambda: hooks.reindex(skill, config=cfg))[0] for _ in range(max(1, args.cold_repeat - 1))]
     figures["reindex_full"] = Measure(runs, f"every entry and scope phrase embedded ({size:,} entries)")
     queries = intents(rng, max(args.repeat, 8))
-    recall.recall(skill, queries[0], config=cfg)
-    runs = [clock(lambda: recall.recall(skill, queries[i % len(queries)], config=cfg))[0]
+    recall_op.recall(skill, queries[0], config=cfg)
+    runs = [clock(lambda: recall_op.recall(skill, queries[i % len(queries)], config=cfg))[0]
             for i in range(args.repeat)]
     figures["recall_inproc"] = Measure(runs, "warm process")
     runs, statuses = [], Counter()
     for _ in range(args.repeat):
-        ms, out = clock(lambda: capture.capture(skill, "learning", fill(rng, rng.choice(NOVEL), ""),
+        ms, out = clock(lambda: capture_op.capture(skill, "learning", fill(rng, rng.choice(NOVEL), ""),
                                                     rng.choice(built.scopes).phrase, "bench", config=cfg))
         statuses[out["status"]] += 1
         runs.append(ms)

@@ -325,6 +325,8 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     entries = [layers[li].snap.entries[row] for li, row in refs]
     for i, (la, ra) in enumerate(refs):
         for j in range(i + 1, len(refs)):
+            if sims[i, j] < config.threshold("candidate"):
+                continue  # too far apart for the judge to look at (a contradiction in the same words is close)
             lb, rb = refs[j]
             verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
                             same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))

@@ -99,7 +99,7 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
                    {entry.path: blocks.replace(text, block, blocks.update_fields(block, {}, said_by))})
         return Outcome("committed", entry.id, recurrence, f"{entry.id} stays a learning; whetstone will not ask again.")
 
-    stop = _judge_change(ctx, entry, action, judged, recurrence)
+    stop = _judge_change(ctx, entry, action, judged, recurrence, said)
     if stop is not None:
         return stop
 
@@ -129,11 +129,11 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
 
 
 def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[Entry, Judgement]],
-                  recurrence: int | None) -> Outcome | None:
+                  recurrence: int | None, said: Answer) -> Outcome | None:
     """A reworded, moved, promoted or demoted entry against the rest of the store, as a capture is
     judged: what the judge is sure contradicts it, or already says it, stops the change (nothing
-    written); look-alikes it is unsure of are put to the caller first (unless `autonomous`). None
-    lets the change go ahead."""
+    written); look-alikes it is unsure of are put to the caller first (unless `autonomous`, or the
+    caller already said go ahead: they are then named in the result). None lets the change go ahead."""
     target_kind = {"promote": "issue", "demote": "learning"}.get(action, entry.kind)
     for other, verdict in judged:
         if verdict.relation == CONTRADICTS:
@@ -147,7 +147,7 @@ def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[En
                 f"{other.id} already says this; nothing changed. Remove {entry.id} if it is redundant."),
                 {"duplicate_of": brief(other)})
     unsure = [(e, j) for e, j in judged if j.relation == UNSURE][:CANDIDATES]
-    if unsure and ctx.config.supervision != "autonomous":
+    if unsure and ctx.config.supervision != "autonomous" and said.verb != "yes":
         listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in unsure)
         return ask(f"The revised {entry.id} is close to {listed}, and whetstone cannot tell whether it says the "
                    f"same, the opposite or something else. Nothing was written. Repeat with confirm='new' to go "
