@@ -210,6 +210,21 @@ def test_the_agent_judges_what_whetstone_cannot_tell(served: Served) -> None:
     assert "## L3 " not in text and "## L4 · Weekly status charts should be large" in text
 
 
+def test_a_capture_over_an_unfinished_hand_edit_is_a_tool_error_not_a_commit(served: Served) -> None:
+    skill = "unfinished"
+    served.call("capture", skill=skill, polarity="learning", body="Band alternate rows in light grey.",
+                scope="row banding", provenance="x")
+    store = served.root / skill
+    path = next((store / "learnings").glob("*.md"))
+    path.write_text(path.read_text().replace("light grey", "pale blue"))
+    head = git(store, "rev-parse", "HEAD").stdout
+    message = served.error("capture", skill=skill, polarity="learning", body="Band every third row.",
+                           scope="row banding", provenance="y", confirm="new")
+    assert "nobody committed" in message and "git stash" in message
+    assert git(store, "rev-parse", "HEAD").stdout == head and "pale blue" in path.read_text()
+    assert served.call("recall", skill=skill, intent="row banding")["learnings"]  # recall keeps working
+
+
 def test_server_sees_a_cli_capture_and_a_revert(served: Served) -> None:
     """A capture made by another process (the CLI) while the server runs shows in the server's next
     recall; a `git revert` of it takes it away again."""

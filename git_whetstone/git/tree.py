@@ -74,6 +74,37 @@ def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
     return changed_paths(repo, "diff", "--cached", "--diff-filter=d", inherit=inherit)
 
 
+def uncommitted(repo: Path, rels: list[str]) -> list[str]:
+    """Which of `rels` differ from what HEAD holds: changed, deleted or new and not committed (a
+    person's unfinished hand edit, say). Read in-process (dulwich), so a write pays no git process."""
+    from dulwich.errors import NotGitRepository
+    from dulwich.object_store import tree_lookup_path
+    from dulwich.repo import Repo
+
+    found = []
+    try:
+        with Repo(str(repo)) as handle:
+            try:
+                tree = handle[handle.head()].tree
+            except KeyError:  # no commit yet: every file on disk is new
+                tree = None
+            for rel in rels:
+                try:
+                    disk = (repo / rel).read_bytes()
+                except FileNotFoundError:
+                    disk = None
+                try:
+                    _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, rel.encode())
+                    held = handle[sha].data
+                except (KeyError, TypeError, NotADirectoryError):
+                    held = None
+                if disk != held:
+                    found.append(rel)
+    except NotGitRepository:
+        return []
+    return sorted(found)
+
+
 def committed_text(repo: Path, rel: str) -> str | None:
     """One file's text as HEAD holds it, read in-process (dulwich: no git process for a recall that
     must serve a broken file's last good version); None when there is none."""

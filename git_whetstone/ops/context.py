@@ -111,6 +111,10 @@ class Context:
         """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
         included) and return its id. `first_seen`/`last_seen` default to today (an import keeps its
         source's dates, so a stale preference does not arrive looking fresh)."""
+        rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
+        text = pending[rel] if rel in pending else self.read(rel)[0]
+        if rel not in pending:
+            self.store.refuse_unfinished([rel])  # before an id is minted for a write that cannot happen
         entry_id, ids_text = self.store.mint(kind, self.snap.top)
         day = today().isoformat()
         fields: list[tuple[str, str]] = []
@@ -119,8 +123,6 @@ class Context:
                        ("last_seen", last_seen or day)]
         fields.append(("scope", scope))
         fields += [("provenance", blocks.encode_value(p)) for p in provenance]
-        rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
-        text = pending[rel] if rel in pending else self.read(rel)[0]
         pending[rel] = blocks.append(text or "", blocks.render(entry_id, blocks.derive_title(body), fields, body))
         pending["next_ids.json"] = ids_text
         return entry_id

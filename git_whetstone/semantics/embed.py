@@ -279,8 +279,8 @@ def _unknown_vector(word: str, dim: int, norm: float) -> np.ndarray:
 
 ST_DEFAULT_MODEL = "all-MiniLM-L6-v2"
 ST_INSTALL = ("the sentence-transformers backend needs the extra whetstone[embeddings]: "
-              "pipx inject git-whetstone sentence-transformers / pip install 'git-whetstone[embeddings]' / "
-              "uvx --from 'git-whetstone[embeddings]' git-whetstone …")
+              "pipx inject git-whetstone sentence-transformers, or from a checkout pip install '.[embeddings]' "
+              "(uvx --from '/path/to/checkout[embeddings]' git-whetstone …)")
 
 
 class SentenceTransformerEmbedder:

@@ -16,8 +16,8 @@ from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
 from ..base.files import read_or_none
 from ..format.counters import ids_text
-from ..format.layout import GLOBAL, KIND_FOLDER, SKILL_NAME, scope_filename, scope_key, skill_name
-from ..git import runner
+from ..format.layout import GLOBAL, KIND_FOLDER, SKILL_NAME, is_scope_file, scope_filename, scope_key, skill_name
+from ..git import runner, tree
 from ..git.locks import Busy, flock, git_locks
 from . import ids, journal
 
@@ -180,10 +180,11 @@ class Store:
             raise WhetstoneError(f"{self.skill} is in the middle of a {pending} (a sync or a git command stopped on "
                                  f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
                                  f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
+        rels = [self.rel(p) for p in files]
+        self.refuse_unfinished(rels)
         before = {path: read_or_none(path) for path in files}
         after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
         record = journal.record(self.path, message, before, after)
-        rels = [self.rel(p) for p in files]
         try:
             journal.apply(before, after)
             self.commit_paths(message, rels)
@@ -193,6 +194,18 @@ class Store:
             record.unlink(missing_ok=True)
             raise
         record.unlink(missing_ok=True)
+
+    def refuse_unfinished(self, rels: list[str]) -> None:
+        """Refuse (Unfinished, nothing changed) to write scope files that hold changes nobody
+        committed: a commit would carry a person's unfinished edit under whetstone's message.
+        (next_ids.json is whetstone's counter: a write takes it above whatever a hand wrote.)"""
+        unfinished = tree.uncommitted(self.path, [r for r in rels if is_scope_file(r)])
+        if unfinished:
+            more = f" and {len(unfinished) - 1} more" if len(unfinished) > 1 else ""
+            raise Unfinished(
+                f"{self.skill}: {unfinished[0]}{more} has changes nobody committed, and whetstone will not commit "
+                f"them for you: commit them (git commit in {self.path}), set them aside (git stash), or make the "
+                f"change with git whetstone edit; then try again. Nothing was changed", exit_code=RUNTIME)
 
     def commit_paths(self, message: str, paths: list[str]) -> None:
         """Commit `paths` as they are on disk (`runner.commit`), waiting (up to lock_timeout) while
@@ -215,6 +228,10 @@ class Store:
                         f"for {self.config.lock_timeout:g}s; try again (if no git command is running there, "
                         f"remove {held[0]})", exit_code=RUNTIME) from None
                 time.sleep(0.05)
+
+
+class Unfinished(WhetstoneError):
+    """A write refused because a file it would commit holds someone's uncommitted edit."""
 
 
 def list_skills(config: Config) -> list[str]:
