@@ -6,6 +6,8 @@
     python3 dev.py bench    make .venv, install whetstone, run the benchmark (extra args go to bench/run.py)
     python3 dev.py eval     make .venv (as for test), measure recall, dedup and conflict quality on the
                             labeled set in tests/eval (extra args go to tests/eval/run.py)
+    python3 dev.py wheel    build the wheel and the sdist, check what they carry, install the wheel in a
+                            fresh virtual environment and run the demo from it (CI runs this)
 
 Each command creates (or reuses) `.venv` beside this file and installs what it needs from PyPI;
 reinstalling happens only when pyproject.toml changed.
@@ -65,11 +67,13 @@ def _has(module: str) -> bool:
     return subprocess.run([str(BIN / "python"), "-c", probe]).returncode == 0
 
 
-def demo() -> int:
-    """attach → capture → recall → git log on a store root that is thrown away afterwards."""
-    ensure_venv("")
+def demo(bin_dir: Path = BIN) -> int:
+    """attach → capture → recall → git log on a store root that is thrown away afterwards, with the
+    whetstone installed in `bin_dir` (the checkout's .venv by default)."""
+    if bin_dir == BIN:
+        ensure_venv("")
     with tempfile.TemporaryDirectory(prefix="whetstone-demo-") as root:
-        env = dict(os.environ, WHETSTONE_STORE_ROOT=root, PATH=f"{BIN}{os.pathsep}{os.environ.get('PATH', '')}")
+        env = dict(os.environ, WHETSTONE_STORE_ROOT=root, PATH=f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}")
         steps = [
             ["git", "whetstone", "attach", "great-tables"],
             ["git", "whetstone", "capture", "great-tables",
@@ -103,6 +107,57 @@ def demo() -> int:
     return 0
 
 
+# What a wheel must carry besides the Python modules: the static backend's table, the hook shims and
+# the man page inside the package, and the man page where `man` finds it.
+WHEEL_FILES = ("git_whetstone/data/minilm-static.npz", "git_whetstone/_man/git-whetstone.1",
+               *(f"git_whetstone/_hooks/{name}" for name in ("pre-commit", "post-commit", "post-merge", "post-rewrite")),
+               "git_whetstone/ops/capture.py", "mcp_entry/server.py")
+
+
+def wheel() -> int:
+    """Build the wheel and the sdist, check their metadata and contents, install the wheel into a
+    fresh virtual environment (its dependencies from the package index) and run the demo from it."""
+    import email.parser
+    import tomllib
+    import zipfile
+    import tarfile
+
+    ensure_venv("[dev,embeddings]")  # hatchling, the build backend, is a dev dependency
+    project = tomllib.loads((HERE / "pyproject.toml").read_text())["project"]
+    with tempfile.TemporaryDirectory(prefix="whetstone-wheel-") as work:
+        dist = Path(work) / "dist"
+        say("building the wheel and the sdist")
+        subprocess.run([str(BIN / "python"), "-m", "hatchling", "build", "-d", str(dist)], cwd=HERE, check=True,
+                       stdout=subprocess.DEVNULL)
+        (built,) = dist.glob("*.whl")
+        (sdist,) = dist.glob("*.tar.gz")
+        with zipfile.ZipFile(built) as archive:
+            names = set(archive.namelist())
+            (meta_name,) = [n for n in names if n.endswith(".dist-info/METADATA")]
+            meta = email.parser.Parser().parsestr(archive.read(meta_name).decode())
+            scripts = archive.read(meta_name.replace("METADATA", "entry_points.txt")).decode()
+        problems = [f"the wheel lacks {name}" for name in WHEEL_FILES if name not in names]
+        if not any(n.endswith(".data/data/share/man/man1/git-whetstone.1") for n in names):
+            problems.append("the wheel does not put the man page in share/man/man1")
+        if meta["Name"] != project["name"] or meta["Requires-Python"] != project["requires-python"]:
+            problems.append(f"metadata: {meta['Name']} {meta['Requires-Python']}")
+        problems += [f"no console script {s}" for s in project["scripts"] if f"{s} =" not in scripts]
+        with tarfile.open(sdist) as archive:
+            members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
+        problems += [f"the sdist lacks {name}" for name in ("pyproject.toml", "README.md", "hooks/pre-commit",
+                                                            "man/git-whetstone.1", "git_whetstone/data/minilm-static.npz")
+                     if name not in members]
+        if problems:
+            print("\n".join(problems), file=sys.stderr)
+            return 1
+        say(f"{built.name} and {sdist.name} carry what they must; installing the wheel in a fresh environment")
+        fresh = Path(work) / "venv"
+        venv.EnvBuilder(with_pip=True).create(fresh)
+        subprocess.run([str(fresh / "bin" / "python"), "-m", "pip", "install", "--quiet",
+                        "--disable-pip-version-check", str(built)], check=True)
+        return demo(fresh / "bin")
+
+
 def test(args: list[str]) -> int:
     ensure_venv("[dev,embeddings]")
     say("running the test suite")
@@ -129,6 +184,8 @@ def main() -> int:
         return bench(rest)
     if command == "eval":
         return evaluate(rest)
+    if command == "wheel":
+        return wheel()
     print(__doc__.strip())
     return 0 if command in ("-h", "--help") else 2
 
