@@ -81,3 +81,24 @@ def test_an_atomic_write_syncs_the_directory_after_the_rename(tmp_path: Path, mo
     files.write_atomic(tmp_path / "x.md", "text\n")
     assert synced == [False, True]  # the file before the rename, its directory after
     assert (tmp_path / "x.md").read_text() == "text\n"
+
+
+def test_a_damaged_git_index_is_rebuilt_from_head_and_nothing_committed_is_lost(store: Path) -> None:
+    """A killed git or a full disk can leave .git/index damaged; every git command then fails. The next
+    write moves it aside (kept), rebuilds it from HEAD and goes on; the work tree is untouched."""
+    head = git(store, "rev-parse", "HEAD").stdout.strip()
+    (store / ".git" / "index").write_bytes(b"DIRC garbage")
+    result = capture(SKILL, "learning", "Bold the header row.", "headers", "x", confirm="new")
+    assert result["status"] == "committed"
+    assert any("repaired it from HEAD" in w for w in result["warnings"]), result["warnings"]
+    assert list((store / ".git").glob("index.damaged-*"))  # kept, not deleted
+    assert git(store, "rev-parse", "HEAD~1").stdout.strip() == head  # what was committed is all there
+    assert git(store, "status", "--porcelain").stdout == ""
+    git(store, "fsck", "--strict")
+
+
+def test_a_stale_index_lock_of_a_killed_git_is_taken_over(store: Path) -> None:
+    (store / ".git" / "index.lock").write_bytes(b"")  # left by a git that was killed: no git runs here
+    result = capture(SKILL, "learning", "Bold the header row.", "headers", "x", confirm="new")
+    assert result["status"] == "committed" and not (store / ".git" / "index.lock").exists()
+    assert any("index.lock" in w for w in result["warnings"]), result["warnings"]

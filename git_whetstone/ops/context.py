@@ -16,7 +16,7 @@ from ..index.records import Entry
 from ..index.snapshot import Snapshot
 from ..semantics.embed import Embedder
 from ..semantics.judge import Judgement, judge
-from ..store.store import Store
+from ..store.store import Store, refuse_unfinished
 from .workspace import Workspace
 
 
@@ -114,7 +114,7 @@ class Context:
         rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
         text = pending[rel] if rel in pending else self.read(rel)[0]
         if rel not in pending:
-            self.store.refuse_unfinished([rel])  # before an id is minted for a write that cannot happen
+            refuse_unfinished(self.store, [rel])  # before an id is minted for a write that cannot happen
         entry_id, ids_text = self.store.mint(kind, self.snap.top)
         day = today().isoformat()
         fields: list[tuple[str, str]] = []

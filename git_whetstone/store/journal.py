@@ -13,6 +13,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import time
 from pathlib import Path
 from typing import Callable
 
@@ -83,6 +84,27 @@ def reap_git_locks(repo: Path) -> list[str]:
         return []
     events.append(repo, "recover", action="removed_stale_git_locks", files=removed)
     return [f"removed git lock files a killed git command had left behind: {', '.join(removed)}"]
+
+
+# What git says when .git/index is damaged (a killed git, a full disk, a bad copy).
+_CORRUPT_INDEX = ("index file smaller than expected", "bad signature", "bad index file", "index file corrupt",
+                  "index uses", "unknown index entry format", "index file open failed")
+
+
+def repair_index(repo: Path, said: str, hold: int | None) -> list[str]:
+    """When git's message `said` is about a damaged .git/index, move the index aside (kept, not
+    deleted) and rebuild it from HEAD with `git reset` (the work tree is not touched); a warning
+    saying so, or nothing when the message was about something else. git's index is derived: all
+    it can hold besides HEAD is what someone staged, and a damaged index no longer holds that."""
+    index = repo / ".git" / "index"
+    if not any(mark in said for mark in _CORRUPT_INDEX) or not index.exists():
+        return []
+    aside = index.with_name(f"index.damaged-{os.getpid()}-{int(time.time())}")
+    os.replace(index, aside)
+    runner.run(repo, "reset", "-q", hold=hold)
+    events.append(repo, "recover", action="rebuilt_git_index", kept=aside.name)
+    return [f"git's index (.git/index) was damaged; whetstone repaired it from HEAD (your files are untouched; "
+            f"the damaged one is kept as .git/{aside.name})"]
 
 
 def recover(repo: Path, commit: Callable[[str, list[str]], None], hold: int | None) -> tuple[str, list[str]] | None:

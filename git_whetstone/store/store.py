@@ -181,7 +181,7 @@ class Store:
                                  f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
                                  f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
         rels = [self.rel(p) for p in files]
-        self.refuse_unfinished(rels)
+        refuse_unfinished(self, rels)
         before = {path: read_or_none(path) for path in files}
         after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
         record = journal.record(self.path, message, before, after)
@@ -195,30 +195,25 @@ class Store:
             raise
         record.unlink(missing_ok=True)
 
-    def refuse_unfinished(self, rels: list[str]) -> None:
-        """Refuse (Unfinished, nothing changed) to write scope files that hold changes nobody
-        committed: a commit would carry a person's unfinished edit under whetstone's message.
-        (next_ids.json is whetstone's counter: a write takes it above whatever a hand wrote.)"""
-        unfinished = tree.uncommitted(self.path, [r for r in rels if is_scope_file(r)])
-        if unfinished:
-            more = f" and {len(unfinished) - 1} more" if len(unfinished) > 1 else ""
-            raise Unfinished(
-                f"{self.skill}: {unfinished[0]}{more} has changes nobody committed, and whetstone will not commit "
-                f"them for you: commit them (git commit in {self.path}), set them aside (git stash), or make the "
-                f"change with git whetstone edit; then try again. Nothing was changed", exit_code=RUNTIME)
-
     def commit_paths(self, message: str, paths: list[str]) -> None:
         """Commit `paths` as they are on disk (`runner.commit`), waiting (up to lock_timeout) while
         another git command holds one of git's lock files (.git/index.lock, HEAD.lock, …), and
-        taking over those a killed git left."""
+        taking over those a killed git left; a damaged .git/index is rebuilt from HEAD once."""
         deadline = time.monotonic() + self.config.lock_timeout
+        repaired = False
         while True:
             if self._lock_fd is not None:
                 self.warnings += journal.reap_git_locks(self.path)
             try:
                 runner.commit(self.path, message, paths, hold=self._lock_fd)
                 return
-            except WhetstoneError:
+            except WhetstoneError as exc:
+                if not repaired and self._lock_fd is not None:
+                    said = journal.repair_index(self.path, exc.message, self._lock_fd)  # a damaged .git/index
+                    if said:
+                        self.warnings += said
+                        repaired = True
+                        continue
                 held = git_locks(self.path)
                 if not held:
                     raise
@@ -232,6 +227,19 @@ class Store:
 
 class Unfinished(WhetstoneError):
     """A write refused because a file it would commit holds someone's uncommitted edit."""
+
+
+def refuse_unfinished(store: Store, rels: list[str]) -> None:
+    """Refuse (Unfinished, nothing changed) to write scope files that hold changes nobody
+    committed: a commit would carry a person's unfinished edit under whetstone's message.
+    (next_ids.json is whetstone's counter: a write takes it above whatever a hand wrote.)"""
+    unfinished = tree.uncommitted(store.path, [r for r in rels if is_scope_file(r)])
+    if unfinished:
+        more = f" and {len(unfinished) - 1} more" if len(unfinished) > 1 else ""
+        raise Unfinished(
+            f"{store.skill}: {unfinished[0]}{more} has changes nobody committed, and whetstone will not commit "
+            f"them for you: commit them (git commit in {store.path}), set them aside (git stash), or make the "
+            f"change with git whetstone edit; then try again. Nothing was changed", exit_code=RUNTIME)
 
 
 def list_skills(config: Config) -> list[str]:
