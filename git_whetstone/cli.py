@@ -136,6 +136,8 @@ def _one_line(text: str) -> str:
 
 CONFIRM_HELP = ("Answer what a previous call asked: yes, no, new, same:ID, replace:ID, keep:ID (or bare same, "
                 "replace, keep when one entry was named); bare --confirm means yes.")
+REVISE_CONFIRM_HELP = ("Answer what a previous call asked: yes (go ahead), no (keep a learning a learning), new "
+                       "(the revised rule is a rule of its own); bare --confirm means yes.")
 
 
 @main.command()
@@ -237,7 +239,7 @@ def _show_write(r: dict[str, Any]) -> None:
 @click.option("--body", help="Reword the entry.")
 @click.option("--scope", help="Move the entry to another scope.")
 @click.option("--run-id", help="The run_id recall returned.")
-@click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=CONFIRM_HELP)
+@click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=REVISE_CONFIRM_HELP)
 @json_option
 @click.pass_obj
 def revise(state: State, skill: str, entry_id: str, action: str, body: str | None, scope: str | None,

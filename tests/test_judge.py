@@ -156,3 +156,8 @@ def test_compact_merges_only_what_it_is_sure_of_and_reports_the_rest(store: Path
     pairs = {tuple(p["ids"]) for p in result["report"]["look_alikes"]}
     assert ("L1", "L2") in pairs
     assert "Possible duplicates and contradictions" in (store / "compact-report.md").read_text()
+
+
+def test_revise_takes_no_answer_that_names_an_entry(store: Path) -> None:
+    with pytest.raises(WhetstoneError, match="revise takes confirm yes, no or new"):
+        revise(SKILL, "L1", "reinforce", confirm="same:L1")

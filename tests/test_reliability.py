@@ -693,6 +693,8 @@ def test_an_index_from_a_future_schema_is_left_alone(store_root: Path, autonomou
     capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
     store = store_root / SKILL
     recall(SKILL, "row banding")
+    for snap in freshness.LIVE.values():  # as if this process had ended: its connection too (else that
+        freshness.close(snap)             # connection, closed whenever it is collected, checkpoints the WAL)
     freshness.LIVE.clear()
     db = sqlite3.connect(store / "index.sqlite")
     db.execute(f"PRAGMA user_version={cache.SCHEMA + 7}")

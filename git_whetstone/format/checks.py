@@ -13,7 +13,6 @@ from typing import Iterable, Mapping
 from . import blocks, markdown
 from .blocks import FormatError
 from .ids import heading_ids
-from .layout import is_scope_file
 
 
 

@@ -16,6 +16,7 @@ result depends only on the two sides, so whichever machine merges, the blocks co
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass, field
+from pathlib import Path
 from typing import Any
 
 from ..base.config import Config

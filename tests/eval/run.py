@@ -320,8 +320,8 @@ def table(reports: list[dict[str, Any]]) -> str:
              ("judged pairs", lambda r: r["judge"]["pairs"])]
     for mode in MODES:
         rows += [(f"{mode}: silent harm", lambda r, m=mode: f"{cell(r['judge'][m]['harm'])} ({r['judge'][m]['harmed']})"),
-                 (f"  duplicates + contradictions caught", lambda r, m=mode: r["judge"][m]["caught"]),
-                 (f"  distinct + compatible asked/flagged", lambda r, m=mode: r["judge"][m]["asked"])]
+                 ("  duplicates + contradictions caught", lambda r, m=mode: r["judge"][m]["caught"]),
+                 ("  distinct + compatible asked/flagged", lambda r, m=mode: r["judge"][m]["asked"])]
     for label in ("duplicate", "conflict", "distinct", "compatible"):
         rows.append((f"  balanced, {label}: caught / asked", lambda r, lab=label: (
             "{caught}/{asked} of {pairs}".format(**r["judge"]["balanced"]["by_label"][lab])
