@@ -239,3 +239,38 @@ def test_the_driver_command_runs_under_git_without_whetstone_on_path(tmp_path: P
     text = (b.path / "learnings" / scope_filename("color encoding")).read_text()
     assert "<<<<<<<" not in text and text.count("## L") == 3
     fsck(b.path)
+
+
+def test_a_git_pull_rebase_re_mints_the_ids_both_sides_minted(tmp_path: Path) -> None:
+    """`git pull --rebase` replays this machine's captures on top of the other's: git takes next_ids.json
+    and the scope files through the drivers, and post-rewrite re-mints what both sides minted."""
+    a, b, origin = clones(tmp_path)
+    for body, scope, kind in (("Band alternate rows in light grey", "color encoding", "learning"),
+                              ("Bold the header row", "headers", "learning"),
+                              ("Always put the source note under the table", "source notes", "issue")):
+        a.learn(body, scope, kind)
+    for body, scope, kind in (("Use a colorblind-safe palette for categories", "color encoding", "learning"),
+                              ("Sort rows by price, highest first", "sorting", "learning"),
+                              ("Never put a border around the title", "corner radius", "issue")):
+        b.learn(body, scope, kind)
+    b.cli("recall", SKILL, "style the table")  # an index to follow the rewrite
+    git(a.path, "push", "-q")
+    proc = subprocess.run(["git", "pull", "-q", "--rebase"], cwd=b.path, capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+    assert "re-mint" in proc.stderr, proc.stderr
+    assert len(git(b.path, "log", "--format=%P").stdout.split("\n")[0].split()) == 1  # history stays linear
+    assert git(b.path, "status", "--porcelain").stdout == ""
+    assert run_cli("--store-root", str(b.root), "validate", SKILL).returncode == 0
+    assert json.loads((b.path / "next_ids.json").read_text()) == {"learning": 6, "issue": 4}
+    entries = b.entries()
+    assert len(entries) == 8 and len({bid for bid, _ in entries.values()}) == 8
+    # the index follows: every rule recalled under the id the files give it
+    shown = json.loads(b.cli("recall", SKILL, "palette for categories", "--json").stdout)
+    assert {e["id"] for e in shown["learnings"]} <= {bid for bid, _ in entries.values()}
+    # events.jsonl says which ids were re-minted
+    events = [json.loads(line) for line in (b.path / "events.jsonl").read_text().splitlines()]
+    assert any(e.get("event") == "remint" and e.get("reminted") for e in events), events[-3:]
+    git(b.path, "push", "-q")
+    git(a.path, "pull", "-q", "--ff-only")
+    assert a.entries() == entries
+    fsck(a.path, b.path, origin)

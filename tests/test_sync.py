@@ -24,6 +24,8 @@ from git_whetstone.ops.remotes import remote
 from git_whetstone.ops.sync import sync
 
 from . import helpers
+from git_whetstone.store import events
+
 from .helpers import bare, git, run_cli, tree_state
 
 SKILL = "great-tables"
@@ -110,6 +112,9 @@ def test_captures_on_two_machines_both_survive_in_either_order(pair, first: str)
     assert all(note.endswith("another entry was minted as " + note.split("re-minted from ")[1][:2]
                              + " on another machine") for note in reminted.values())
     assert json.loads((a.path / "next_ids.json").read_text()) == {"learning": 11, "issue": 4}
+    merger = b if first == "A" else a  # the machine whose sync merged says which ids it re-minted
+    said = [e for e in events.read(merger.path) if e["event"] == "remint"]
+    assert [(e["via"], sorted(r["to"] for r in e["reminted"])) for e in said] == [("sync", sorted(reminted))]
     assert a.recall() == b.recall()
     for m in (a, b):
         assert run_cli("--store-root", str(m.root), "validate", SKILL).returncode == 0

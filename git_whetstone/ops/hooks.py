@@ -12,7 +12,8 @@ installed copy, with `git-whetstone` on PATH as the fallback.
 - post-commit, post-merge and post-rewrite bring the index up to date, raise the store's id
   high-water mark over ids written by hand (`Store.keep_ids`), and warn when what was committed is
   invalid. They never fail the git operation. After a plain `git merge` or `git pull`, post-merge
-  first re-mints ids both sides minted (`settle.settle_head`), in a commit of its own.
+  first re-mints ids both sides minted (`settle.settle_head`), in a commit of its own; after a
+  rebase (`git pull --rebase`), post-rewrite does the same.
 
 Installing the hooks also installs the store's merge drivers (`drivers.install_drivers`).
 
@@ -26,6 +27,7 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any
+from collections.abc import Sequence
 
 from ..base import resources
 from ..base.config import Config, load
@@ -247,7 +249,7 @@ def run_hook(name: str, args: list[str], repo: Path | None = None) -> int:
         if name == "pre-commit":
             return pre_commit(repo)
         if name in ("post-commit", "post-merge", "post-rewrite"):
-            post_change(repo, name)
+            post_change(repo, name, args)
             return 0
         _say(f"unknown hook '{name}'; nothing done")
     except Exception as exc:  # a hook never fails a git operation for a reason that is not the user's
@@ -283,7 +285,7 @@ def pre_commit(repo: Path) -> int:
     return 1
 
 
-def post_change(repo: Path, name: str) -> None:
+def post_change(repo: Path, name: str, args: Sequence[str] = ()) -> None:
     """After a commit, merge or rewrite: warn about invalid files the change brought in, keep ids
     written by hand from being minted again, and bring the index up to date (when there is one)."""
     try:
@@ -292,9 +294,10 @@ def post_change(repo: Path, name: str) -> None:
         _say(f"{exc.message}; using the default configuration")
         config = Config()
     store = Store(config, repo.name, repo)
-    if name == "post-merge":  # a plain git merge or pull: first re-mint the ids both sides minted
+    if name == "post-merge" or (name == "post-rewrite" and list(args[:1]) == ["rebase"]):
+        # a plain git merge or pull, or a rebase: first re-mint the ids both sides minted
         with store.lock(recover=False):
-            for notice in settle_head(store):
+            for notice in settle_head(store, rebased=name == "post-rewrite"):
                 _say(notice)
     committed = tree.commit_files(repo, "HEAD", inherit=True)
     if name == "post-commit":
@@ -305,6 +308,9 @@ def post_change(repo: Path, name: str) -> None:
         changed = set()
     # the line reader only: this warns after the fact, and a large merge should not wait on mistune
     errors = check(committed, full=changed, with_markdown=False) if changed else []
+    if name == "post-commit" and runner.in_progress(repo) == "rebase":
+        # a commit replayed by a rebase: ids both sides minted are re-minted once it ends (post-rewrite)
+        errors = [e for e in errors if not e.message.startswith("duplicate id")]
     if errors:
         _say(f"the {name.split('-', 1)[1]} brought in invalid markdown; recall serves the last valid version of "
              f"these files (or leaves their entries out) until they are fixed and committed:")

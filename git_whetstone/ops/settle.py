@@ -24,6 +24,7 @@ from ..format.ids import with_id
 from ..format.merging import Piece, conflict_text, join, merge_block, pieces, rank, same_rule, trimmed
 from ..git import runner, tree
 from ..git.history import id_history
+from ..store import events
 from ..store.store import Store
 
 _DUPLICATE = "re-minted from {old}: another entry was minted as {old} on another machine"
@@ -160,14 +161,27 @@ def _date_of(repo: Path, parents: list[str]) -> str:
     return max((d for d in dates if d), default="1970-01-01")
 
 
-def settle_head(store: Store) -> list[str]:
-    """After a plain `git merge` or `git pull` (the post-merge hook): if the merge commit left an id
-    claimed twice, or next_ids.json below the ids either side used, fix it in one more commit.
-    Returns what was done, for the hook to say."""
+def settle_head(store: Store, rebased: bool = False) -> list[str]:
+    """After a plain `git merge` or `git pull` (the post-merge hook), or a `git rebase` / `git pull
+    --rebase` (post-rewrite, `rebased`): if the result left an id claimed twice, or next_ids.json
+    below the ids either side used, fix it in one more commit, and say which ids were re-minted in
+    events.jsonl. Returns what was done, for the hook to say.
+
+    A rebase leaves no merge commit: its two sides are the rebased HEAD (the upstream with this
+    machine's commits replayed on it) and ORIG_HEAD (this machine's commits before), and their
+    merge base is where the two machines parted."""
     repo = store.path
-    parents = runner.run(repo, "show", "-s", "--format=%P", "HEAD", check=False).stdout.split()
-    if len(parents) != 2:
-        return []
+    if rebased:
+        before = runner.run(repo, "rev-parse", "--verify", "-q", "ORIG_HEAD", check=False).stdout.strip()
+        head = runner.head(repo)
+        if not before or not head or runner.run(repo, "merge-base", "--is-ancestor", before, head,
+                                                check=False).returncode == 0:
+            return []  # an amend, or a rebase that replayed nothing: one side only
+        parents = [head, before]
+    else:
+        parents = runner.run(repo, "show", "-s", "--format=%P", "HEAD", check=False).stdout.split()
+        if len(parents) != 2:
+            return []
     base = runner.run(repo, "merge-base", *parents, check=False).stdout.strip() or None
     committed = {rel: data.decode("utf-8", "replace") for rel, data in tree.commit_files(repo, "HEAD").items()}
     current = runner.run(repo, "show", "HEAD:next_ids.json", check=False).stdout
@@ -182,16 +196,18 @@ def settle_head(store: Store) -> list[str]:
         disk = path.read_bytes() if path.exists() else None
         at_head = committed.get(rel) if rel != "next_ids.json" else current
         if (disk.decode("utf-8", "replace") if disk is not None else None) != at_head:
-            return [f"{rel} has uncommitted changes, so ids the merge left claimed twice were not re-minted; "
-                    f"commit them, then run git whetstone sync {store.skill}"]
+            return [f"{rel} has uncommitted changes, so ids the {'rebase' if rebased else 'merge'} left claimed "
+                    f"twice were not re-minted; commit them, then run git whetstone sync {store.skill}"]
     # git runs post-merge before it clears the merge's state: MERGE_HEAD still names the commit just
     # merged (HEAD^2), and a commit now would take it as a second parent again. It is done with.
     merge_head = repo / ".git" / "MERGE_HEAD"
-    if merge_head.exists() and merge_head.read_text().split()[:1] == parents[1:]:
+    if not rebased and merge_head.exists() and merge_head.read_text().split()[:1] == parents[1:]:
         for leftover in ("MERGE_HEAD", "MERGE_MSG", "MERGE_MODE"):
             (repo / ".git" / leftover).unlink(missing_ok=True)
-    message = remint_message("merge", plan)
-    store.write_and_commit(message, writes)
+    message = remint_message("rebase" if rebased else "merge", plan)
+    store.write_and_commit(message, writes, finishing="rebase" if rebased else None)
+    if plan.reminted:
+        events.append(repo, "remint", via="rebase" if rebased else "merge", reminted=plan.reminted)
     return [message.split("\n", 1)[0]]
 
 

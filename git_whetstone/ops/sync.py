@@ -28,6 +28,7 @@ from ..format.counters import merge_ids
 from ..format.merging import merge_scope
 from ..git import runner
 from ..git.runner import last_line
+from ..store import events
 from ..store.store import Store, list_skills
 from .workspace import Workspace
 from .drivers import install_drivers
@@ -332,6 +333,8 @@ def _finish(store: Store, parents: list[str], base: str | None) -> Settlement:
     renames = ", ".join(f"{r['from']} as {r['to']}" for r in plan.reminted)
     body = "".join(f"{r['from']} -> {r['to']} in {r['path']} (minted on both sides)\n" for r in plan.reminted)
     runner.commit_staged(repo, subject + (f"; re-mint {renames}" if renames else "") + ("\n\n" + body if body else "\n"))
+    if plan.reminted:
+        events.append(repo, "remint", via="sync", reminted=plan.reminted)
     return plan
 
 

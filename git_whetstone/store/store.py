@@ -170,13 +170,15 @@ class Store:
 
     # --- writing --------------------------------------------------------------------------------
 
-    def write_and_commit(self, message: str, files: dict[Path, str | bytes | None]) -> None:
+    def write_and_commit(self, message: str, files: dict[Path, str | bytes | None], *,
+                         finishing: str | None = None) -> None:
         """Write (or delete, for None) each file atomically, then commit them all as one change.
         If the commit fails (a hook said no), every file is put back as it was. The whole change
         is journaled first, so a writer killed at any point leaves enough for the next one to
-        finish it or undo it."""
+        finish it or undo it. `finishing` names the git operation this commit completes (a rebase,
+        from its post-rewrite hook: the branch is already moved, only git's state is left)."""
         pending = runner.in_progress(self.path)
-        if pending:  # a commit now would conclude the user's merge (or rebase …) under our message
+        if pending and pending != finishing:  # a commit now would conclude the user's merge (or rebase …) under our message
             raise WhetstoneError(f"{self.skill} is in the middle of a {pending} (a sync or a git command stopped on "
                                  f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
                                  f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
