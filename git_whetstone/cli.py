@@ -373,8 +373,10 @@ def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: s
 def doctor(state: State, skill: str, as_json: bool) -> None:
     """Check that SKILL's learning loop is alive (read-only); exit 1 when it is not.
 
-    Checks the store, its markdown, hooks, the index, the embedding backend, and whether recalls
-    and captures are landing; prints how to wire the agent host when the loop looks dead.
+    Checks the store, its markdown, hooks and merge drivers, where it stands against its remote
+    (as of the last sync: doctor never fetches), the index, the embedding backend, and whether
+    recalls and captures are landing. Each finding says the command that fixes it; prints how to
+    wire the agent host when the loop looks dead.
     """
     from .ops.doctor import doctor as run_doctor
     result = run_doctor(skill, config=state.config())
@@ -385,6 +387,8 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
             click.echo(f"{mark}  {c['name']:<9} {c['detail']}")
             for error in c.get("errors", [])[1:]:
                 click.echo(f"            {error}")
+            if c.get("fix"):
+                click.echo(f"            fix: {c['fix']}")
         click.echo(f"{r['skill']}: {'healthy' if r['healthy'] else 'unhealthy'}")
         if r["setup"]:
             click.echo("The loop looks dead. Wire whetstone into your agent host:")

@@ -966,3 +966,95 @@ def test_soak_four_writers_and_a_reader(store_root: Path, autonomous) -> None:
     assert len(added) == len(set(added)) == len(ids)
     print(f"soak: 4 x 250 operations and {reads} recalls in {time.monotonic() - started:.1f}s; "
           f"{len(entries)} entries, {len(ids)} captured")
+
+
+# --- a full disk ------------------------------------------------------------------------------------
+
+def _leftovers(store: Path) -> list[str]:
+    return sorted(p.relative_to(store).as_posix() for p in store.rglob("*.tmp")) + (
+        [".git/whetstone-journal.json"] if (store / ".git" / "whetstone-journal.json").exists() else [])
+
+
+def test_a_full_disk_at_any_step_of_a_capture_is_one_line_and_changes_nothing(store_root: Path, autonomous,
+                                                                             monkeypatch) -> None:
+    """ENOSPC from the k-th file sync of a capture (the journal, the scope file, next_ids.json, …),
+    for every k the capture reaches: one clear error, the store, its history and the index as they
+    were, no temporary file or journal left; then, with room again, the capture lands."""
+    capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
+    store = store_root / SKILL
+    recall(SKILL, "table rows")
+    before = tree_state(store)
+    real = os.fsync
+    failed_at = []
+    for k in range(1, 20):
+        calls = 0
+
+        def full(fd: int) -> None:
+            nonlocal calls
+            if not os.path.isdir(f"/proc/self/fd/{fd}"):  # the directory syncs are let through
+                calls += 1
+                if calls == k:
+                    raise OSError(28, "No space left on device")
+            real(fd)
+        monkeypatch.setattr(os, "fsync", full)
+        try:
+            result = capture(SKILL, "learning", "Right-align every numeric column.", "alignment")
+        except WhetstoneError as exc:
+            failed_at.append(k)
+            assert "\n" not in exc.message and "No space left on device" in exc.message, exc.message
+            assert exc.message.startswith(f"cannot write to {SKILL} in {store}: ")
+            assert exc.exit_code == RUNTIME
+            monkeypatch.setattr(os, "fsync", real)
+            assert tree_state(store) == before, k
+            assert _leftovers(store) == [], k
+            assert_healthy(store)
+            continue
+        monkeypatch.setattr(os, "fsync", real)
+        assert result["status"] == "committed" and calls < k  # every step before this one was tried
+        break
+    assert len(failed_at) >= 3, failed_at  # the journal, the scope file, next_ids.json at least
+    entries = assert_healthy(store)
+    assert "Right-align every numeric column." in {b.body for b in entries.values()}
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or not Path("/proc/mounts").exists(),
+                    reason="mounting a small tmpfs needs root on Linux")
+def test_a_capture_on_a_really_full_disk(tmp_path: Path, monkeypatch) -> None:
+    """A store on a real 4 MiB tmpfs, filled to the last byte: the capture fails in one line through
+    the CLI, recall keeps answering, nothing changed; freed, the same capture lands."""
+    mount = tmp_path / "small"
+    mount.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=4m", "tmpfs", str(mount)], capture_output=True, text=True)
+    if proc.returncode != 0:
+        pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()}")
+    try:
+        env = {"WHETSTONE_STORE_ROOT": str(mount), "WHETSTONE_SUPERVISION": "autonomous"}
+        assert run_cli("capture", SKILL, "Band alternate rows in pale grey.", "--scope", "row banding",
+                       env=env).returncode == 0
+        assert run_cli("recall", SKILL, "table rows", env=env).returncode == 0
+        store = mount / SKILL
+        before = tree_state(store)
+        fd = os.open(mount / "filler", os.O_WRONLY | os.O_CREAT, 0o644)
+        try:
+            for size in (65536, 4096, 512, 1):  # to the last byte
+                try:
+                    while os.write(fd, b"\0" * size):
+                        pass
+                except OSError:
+                    pass
+        finally:
+            os.close(fd)
+        full = run_cli("capture", SKILL, "Right-align every numeric column.", "--scope", "alignment", env=env)
+        assert full.returncode == 1, full.stdout + full.stderr
+        assert full.stderr.count("\n") == 1 and "No space left on device" in full.stderr, full.stderr
+        assert tree_state(store) == before
+        assert _leftovers(store) == []
+        shown = run_cli("recall", SKILL, "table rows", "--json", env=env)
+        assert shown.returncode == 0 and json.loads(shown.stdout)["learnings"], shown.stderr
+        (mount / "filler").unlink()
+        again = run_cli("capture", SKILL, "Right-align every numeric column.", "--scope", "alignment", "--json", env=env)
+        assert again.returncode == 0 and json.loads(again.stdout)["status"] == "committed", again.stderr
+        assert git(store, "status", "--porcelain").stdout == ""
+        assert git(store, "fsck", "--strict", "--no-dangling").stdout == ""
+    finally:
+        subprocess.run(["umount", "-l", str(mount)], check=False)

@@ -498,3 +498,39 @@ def test_errors_from_the_library_are_whetstone_errors(pair) -> None:
         sync(config=a.config)
     with pytest.raises(WhetstoneError, match="unknown remote action"):
         remote(SKILL, "rename", config=a.config)
+
+
+def test_doctor_says_where_a_store_stands_against_its_remote_and_how_to_mend_it(pair, tmp_path: Path) -> None:
+    a, b, origin = pair
+
+    def finding(machine, name: str) -> dict:
+        proc = machine.cli("doctor", SKILL, "--json")
+        return next(c for c in json.loads(proc.stdout)["checks"] if c["name"] == name)
+
+    assert finding(a, "remote")["ok"] and "in step as of the last sync on " in finding(a, "remote")["detail"]
+    assert finding(a, "drivers")["ok"]
+    a.learn("Right-align every number column", "alignment")
+    a.learn("Bold the totals row", "totals")
+    ahead = finding(a, "remote")
+    assert not ahead["ok"] and ahead["severity"] == "warning"
+    assert "origin/main: 2 commits to push" in ahead["detail"] and ahead["fix"] == f"git whetstone sync {SKILL}"
+    a.sync()
+    git(b.path, "fetch", "-q")  # a plain git fetch moves what doctor compares against
+    behind = finding(b, "remote")
+    assert "origin/main: 2 commits to pull" in behind["detail"] and behind["fix"] == f"git whetstone sync {SKILL}"
+    text = b.cli("doctor", SKILL).stdout
+    assert f"fix: git whetstone sync {SKILL}" in text
+    # a clone made by plain git carries no merge drivers: doctor says so and how to install them
+    fresh = tmp_path / "fresh"
+    fresh.mkdir()
+    git(fresh, "clone", "-q", str(origin), SKILL)
+    c = Machine(fresh)
+    drivers = finding(c, "drivers")
+    assert not drivers["ok"] and "not configured" in drivers["detail"] and drivers["fix"] == f"git whetstone hooks install {SKILL}"
+    assert c.cli("hooks", "install", SKILL).returncode == 0
+    assert finding(c, "drivers")["ok"]
+    # a store without a remote is fine, and doctor says how to share it
+    alone = Machine(tmp_path / "alone")
+    alone.learn("Never abbreviate month names", "dates")
+    lone = finding(alone, "remote")
+    assert lone["ok"] and "git whetstone remote great-tables add URL" in lone["detail"]

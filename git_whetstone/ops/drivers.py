@@ -83,15 +83,40 @@ def _without_ours(text: str) -> list[str]:
     return lines
 
 
+def _wanted() -> dict[str, str]:
+    return {f"merge.{BLOCKS_DRIVER}.name": "whetstone: scope files, block by block",
+            f"merge.{BLOCKS_DRIVER}.driver": _driver_command("blocks"),
+            f"merge.{IDS_DRIVER}.name": "whetstone: next_ids.json, the per-key maximum",
+            f"merge.{IDS_DRIVER}.driver": _driver_command("ids")}
+
+
+def _configured(store: Store) -> dict[str, str]:
+    out = runner.run(store.path, "config", "--local", "--get-regexp", r"^merge\.whetstone-", check=False).stdout
+    return dict(line.split(" ", 1) for line in out.splitlines() if " " in line)  # git lowers the keys
+
+
+def drivers_status(store: Store) -> tuple[bool, str]:
+    """Whether this clone merges scope files and next_ids.json through whetstone (for doctor), and
+    what is missing."""
+    have = _configured(store)
+    # another whetstone's command (another install) still runs, with git-whetstone on PATH as its fallback
+    missing = [key for key in _wanted() if key.endswith(".driver") and "merge-driver " not in have.get(key.lower(), "")]
+    try:
+        selected = _BEGIN in _attributes_path(store).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        selected = False
+    if not missing and selected:
+        return True, "scope files and next_ids.json merge block by block (.git/config, .git/info/attributes)"
+    what = [f"{len(missing)} driver command{'s' if len(missing) != 1 else ''} not configured"] if missing else []
+    what += [] if selected else ["not selected in .git/info/attributes"]
+    return False, (f"merge drivers: {'; '.join(what)} (a clone never carries them), so a git pull merges "
+                   f"learnings line by line and can leave conflicts or ids claimed twice")
+
+
 def install_drivers(store: Store) -> str:
     """Define the two drivers in the store's git config and select them in .git/info/attributes
     (other lines there are kept). Returns "installed", "updated" or "unchanged"."""
-    wanted = {f"merge.{BLOCKS_DRIVER}.name": "whetstone: scope files, block by block",
-              f"merge.{BLOCKS_DRIVER}.driver": _driver_command("blocks"),
-              f"merge.{IDS_DRIVER}.name": "whetstone: next_ids.json, the per-key maximum",
-              f"merge.{IDS_DRIVER}.driver": _driver_command("ids")}
-    out = runner.run(store.path, "config", "--local", "--get-regexp", r"^merge\.whetstone-", check=False).stdout
-    have = dict(line.split(" ", 1) for line in out.splitlines() if " " in line)  # git lowers the keys
+    wanted, have = _wanted(), _configured(store)
     changed = False
     for key, value in wanted.items():
         if have.get(key.lower()) != value:

@@ -69,6 +69,24 @@ def remotes(store: Store) -> list[dict[str, str]]:
     return [{"name": label, "url": found[label]} for label in sorted(found)]
 
 
+def pick(store: Store, wanted: str | None, branch: str) -> str | None:
+    """The remote a sync of `branch` uses: `wanted`, else the branch's upstream, else origin, else the
+    only one; None when there is none."""
+    names = [r["name"] for r in remotes(store)]
+    if wanted:
+        if wanted not in names:
+            raise WhetstoneError(f"{store.skill} has no remote named {wanted}"
+                                 + (f" (it has: {', '.join(names)})" if names else ""))
+        return wanted
+    upstream = runner.run(store.path, "config", "--get", f"branch.{branch}.remote", check=False).stdout.strip()
+    for choice in (upstream, "origin"):
+        if choice in names:
+            return choice
+    if len(names) > 1:
+        raise WhetstoneError(f"{store.skill} has several remotes ({', '.join(names)}): choose one with --remote")
+    return names[0] if names else None
+
+
 def remote_name(name: object) -> str:
     if not isinstance(name, str) or not _REMOTE_NAME.fullmatch(name) or name.endswith((".", ".lock")):
         raise WhetstoneError(f"invalid remote name {shown(name)}: use letters, digits . _ - (like origin)")

@@ -33,7 +33,7 @@ from ..store.store import Store, list_skills
 from .workspace import Workspace
 from .drivers import install_drivers
 from .hooks import refresh_index
-from .remotes import NETWORK, remote_name as remote_name_checked, remotes
+from .remotes import NETWORK, pick, remote_name as remote_name_checked, remotes
 from .settle import Settlement, settle, worktree_texts
 
 ATTEMPTS = 3  # fetch-merge-push rounds before giving up on a remote that keeps moving
@@ -130,7 +130,7 @@ def sync_store(store: Store, remote_name: str | None, ws: Workspace, required: b
     if not branch:
         raise WhetstoneError(f"{store.skill} is not on a branch (a detached HEAD); git switch main in {repo}, "
                              f"then sync again", exit_code=RUNTIME)
-    name = _pick_remote(store, remote_name, branch)
+    name = pick(store, remote_name, branch)
     if name is None:
         if required:
             raise WhetstoneError(f"{store.skill} has no remote to sync with; add one: "
@@ -173,23 +173,8 @@ def sync_store(store: Store, remote_name: str | None, ws: Workspace, required: b
                      else "pushed" if sent else "up_to_date")
     result.head = runner.head(repo)
     result.message = result.summary(label)
+    events.append(repo, "sync", status=result.status, remote=name, sent=sent, received=received)
     return result.json()
-
-
-def _pick_remote(store: Store, wanted: str | None, branch: str) -> str | None:
-    names = [r["name"] for r in remotes(store)]
-    if wanted:
-        if wanted not in names:
-            raise WhetstoneError(f"{store.skill} has no remote named {wanted}"
-                                 + (f" (it has: {', '.join(names)})" if names else ""))
-        return wanted
-    upstream = runner.run(store.path, "config", "--get", f"branch.{branch}.remote", check=False).stdout.strip()
-    for choice in (upstream, "origin"):
-        if choice in names:
-            return choice
-    if len(names) > 1:
-        raise WhetstoneError(f"{store.skill} has several remotes ({', '.join(names)}): choose one with --remote")
-    return names[0] if names else None
 
 
 def _ready(store: Store) -> bool:

@@ -106,8 +106,14 @@ class Store:
             self._lock_fd = fd
             try:
                 if recover:
-                    self.recover()
-                yield
+                    try:
+                        self.recover()
+                    except OSError as exc:
+                        raise self.cannot_write(exc, "an interrupted write is still to finish") from None
+                try:
+                    yield
+                except OSError as exc:  # a full disk, say, under a write that is not a commit
+                    raise self.cannot_write(exc, "nothing was committed") from None
             finally:
                 self._lock_fd = None
 
@@ -186,16 +192,32 @@ class Store:
         refuse_unfinished(self, rels)
         before = {path: read_or_none(path) for path in files}
         after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
-        record = journal.record(self.path, message, before, after)
+        try:
+            record = journal.record(self.path, message, before, after)
+        except OSError as exc:  # nothing is written yet
+            raise self.cannot_write(exc, "nothing was changed") from None
         try:
             journal.apply(before, after)
             self.commit_paths(message, rels)
-        except BaseException:
-            journal.apply(after, before)
-            journal.unstage(self.path, rels, self._lock_fd)  # git's index matches HEAD again
+        except BaseException as exc:
+            try:
+                journal.apply(after, before)
+                journal.unstage(self.path, rels, self._lock_fd)  # git's index matches HEAD again
+            except OSError:  # the journal stays: the next write (or read) undoes the change
+                if isinstance(exc, OSError):
+                    raise self.cannot_write(exc, "the next call finishes or undoes the change once there is "
+                                                 "room") from None
+                raise exc
             record.unlink(missing_ok=True)
+            if isinstance(exc, OSError):
+                raise self.cannot_write(exc, "nothing was changed") from None
             raise
         record.unlink(missing_ok=True)
+
+    def cannot_write(self, exc: OSError, outcome: str) -> WhetstoneError:
+        """The one-line error for a write the system refused (a full disk, a read-only mount, …)."""
+        return WhetstoneError(f"cannot write to {self.skill} in {self.path}: {exc.strerror or exc}; {outcome}",
+                              exit_code=RUNTIME)
 
     def commit_paths(self, message: str, paths: list[str]) -> None:
         """Commit `paths` as they are on disk (`runner.commit`), waiting (up to lock_timeout) while
