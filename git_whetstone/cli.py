@@ -95,19 +95,25 @@ def attach(state: State, skill: str, skill_path: str | None, as_json: bool) -> N
 @click.argument("skill")
 @click.argument("intent")
 @click.option("-k", "--learnings-k", type=int, metavar="N", help="At most N learnings (default: learnings_k, 12).")
+@click.option("--scope", "scopes", multiple=True, metavar="SCOPE",
+              help="Also return every entry of SCOPE (repeatable), e.g. one 'other scopes' names.")
 @json_option
 @click.pass_obj
-def recall(state: State, skill: str, intent: str, learnings_k: int | None, as_json: bool) -> None:
+def recall(state: State, skill: str, intent: str, learnings_k: int | None, scopes: tuple[str, ...],
+           as_json: bool) -> None:
     """Print the learnings and issues relevant to INTENT.
 
-    Describe the task with its dimensions, not the user's raw words.
+    Describe the task with its dimensions, not the user's raw words. Rules marked for every task
+    (ALWAYS) come first, every time; the scopes nothing came from are listed last, with their
+    entry counts: fetch one with --scope.
 
     \b
     Example:
       git whetstone recall great-tables "styling a gtcars table: currency formatting, color encoding"
+      git whetstone recall great-tables "styling a gtcars table" --scope "row banding"
     """
     from .ops.recall import recall as run_recall
-    result = run_recall(skill, intent, learnings_k, config=state.config())
+    result = run_recall(skill, intent, learnings_k, list(scopes) or None, config=state.config())
     emit(state, as_json, result, _show_recall)
 
 
@@ -116,14 +122,19 @@ def _show_recall(r: dict[str, Any]) -> None:
     click.echo(f"{r['skill']}: {_count(len(r['issues']), 'issue')}, {_count(len(r['learnings']), 'learning')}"
                f"{note}  [run {r['run_id']}]")
     for item in r["issues"]:
-        click.echo(f"  {item['id']:>5}  MUST   [{item['scope']}] {_one_line(item['rule'])}")
+        mark = "ALWAYS" if item["always"] else "MUST  "
+        click.echo(f"  {item['id']:>5}  {mark} [{item['scope']}] {_one_line(item['rule'])}")
     for item in r["learnings"]:
-        click.echo(f"  {item['id']:>5}  {item['weight']:.2f}   [{item['scope']}] {_one_line(item['rule'])}")
+        mark = " always" if item["always"] else ""
+        click.echo(f"  {item['id']:>5}  {item['weight']:.2f}   [{item['scope']}] {_one_line(item['rule'])}{mark}")
     for conflict in r["conflicts"]:
         click.echo(f"  conflict: {' vs '.join(conflict['ids'])}: {conflict['reason']}")
     left = r["omitted"]
     if left["learnings"] or left["issues"]:
         click.echo(f"  omitted: {left['learnings']} learnings, {left['issues']} issues (raise -k to see more)")
+    if r["other_scopes"]:
+        listed = ", ".join(f"{name} ({count})" for name, count in r["other_scopes"].items())
+        click.echo(f"  other scopes (fetch one with --scope): {listed}")
 
 
 def _count(n: int, noun: str) -> str:
@@ -145,13 +156,15 @@ REVISE_CONFIRM_HELP = ("Answer what a previous call asked: yes (go ahead), no (k
 @click.argument("body")
 @click.option("--scope", required=True, help="Short phrase for when the rule applies.")
 @click.option("--issue", is_flag=True, help="A mandatory always/never rule instead of a learning.")
+@click.option("--always", is_flag=True,
+              help="A rule for every task of the skill: recall returns it first, whatever the task.")
 @click.option("--provenance", default="", help="Where the correction came from (the user's words).")
 @click.option("--run-id", help="The run_id recall returned.")
 @click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=CONFIRM_HELP)
 @json_option
 @click.pass_obj
-def capture(state: State, skill: str, body: str, scope: str, issue: bool, provenance: str, run_id: str | None,
-            confirm: str | None, as_json: bool) -> None:
+def capture(state: State, skill: str, body: str, scope: str, issue: bool, always: bool, provenance: str,
+            run_id: str | None, confirm: str | None, as_json: bool) -> None:
     """Remember BODY as a learning (or with --issue, a mandatory rule) of SKILL.
 
     The same rule again (in other order, case or number words) is reinforced, or for an issue
@@ -164,18 +177,19 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, proven
     Example:
       git whetstone capture great-tables "Heat-map msrp with a warm palette" --scope "color encoding"
       git whetstone capture great-tables "Never round table corners" --scope corners --issue
+      git whetstone capture sql "Write PostgreSQL, not MySQL" --scope dialect --issue --always
       git whetstone capture great-tables "Show prices in dollars" --scope currency --confirm same:L1
     """
     from .ops.capture import capture as run_capture
     kind = "issue" if issue else "learning"
-    result = run_capture(skill, kind, body, scope, provenance, run_id, confirm, config=state.config())
+    result = run_capture(skill, kind, body, scope, provenance, run_id, confirm, always, config=state.config())
     if result["status"] == "needs_confirmation" and result.get("candidates") and not (as_json or state.as_json) \
             and sys.stdin is not None and sys.stdin.isatty():
         said = _ask_on_terminal(result)
         if said is None:
             click.echo("nothing written")
             return
-        result = run_capture(skill, kind, body, scope, provenance, run_id, said, config=state.config())
+        result = run_capture(skill, kind, body, scope, provenance, run_id, said, always, config=state.config())
     emit(state, as_json, result, _show_write)
 
 
@@ -235,16 +249,20 @@ def _show_write(r: dict[str, Any]) -> None:
 @main.command()
 @click.argument("skill")
 @click.argument("entry_id", metavar="ID")
-@click.argument("action", metavar="ACTION")  # checked by the library, so CLI and MCP say the same
+@click.argument("action", metavar="[ACTION]", required=False)  # checked by the library, as for MCP
 @click.option("--body", help="Reword the entry.")
 @click.option("--scope", help="Move the entry to another scope.")
+@click.option("--always/--scoped", "always", default=None,
+              help="Mark the entry as a rule for every task (recalled first, every time), or take the mark "
+                   "off (recalled when a task is about its scope). Given without an ACTION.")
 @click.option("--run-id", help="The run_id recall returned.")
 @click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=REVISE_CONFIRM_HELP)
 @json_option
 @click.pass_obj
-def revise(state: State, skill: str, entry_id: str, action: str, body: str | None, scope: str | None,
-           run_id: str | None, confirm: str | None, as_json: bool) -> None:
-    """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote.
+def revise(state: State, skill: str, entry_id: str, action: str | None, body: str | None, scope: str | None,
+           always: bool | None, run_id: str | None, confirm: str | None, as_json: bool) -> None:
+    """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote; or, with
+    no ACTION, --always / --scoped set or clear its mark as a rule for every task.
 
     remove, promote and demote ask for --confirm first.
 
@@ -252,9 +270,12 @@ def revise(state: State, skill: str, entry_id: str, action: str, body: str | Non
     Example:
       git whetstone revise great-tables L3 reinforce
       git whetstone revise great-tables L3 promote --confirm
+      git whetstone revise great-tables I2 --always
     """
     from .ops.revise import revise as run_revise
-    result = run_revise(skill, entry_id, action, body, scope, run_id, confirm, config=state.config())
+    if action is None and always is None:
+        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote) or --always / --scoped")
+    result = run_revise(skill, entry_id, action, body, scope, run_id, confirm, always, config=state.config())
     emit(state, as_json, result, _show_write)
 
 
@@ -527,7 +548,8 @@ def list_(state: State, as_json: bool) -> None:
         if not r["skills"]:
             click.echo(f"no stores under {r['store_root']}")
         for s in r["skills"]:
-            click.echo(f"{s['skill']:<24} {s['learnings']:>5} learnings {s['issues']:>5} issues  {s['path']}")
+            click.echo(f"{s['skill']:<24} {s['learnings']:>5} learnings {s['issues']:>5} issues "
+                       f"{s['always']:>4} always  {s['path']}")
     emit(state, as_json, result, human)
 
 
@@ -543,10 +565,12 @@ def show(state: State, skill: str, entry_id: str | None, as_json: bool) -> None:
 
     def human(r: dict[str, Any]) -> None:
         for item in r["issues"]:
-            click.echo(f"{item['id']} · {item['title']}\n  issue · scope: {item['scope']} · {item['file']}")
+            every = " · always (every task)" if item["always"] else ""
+            click.echo(f"{item['id']} · {item['title']}\n  issue · scope: {item['scope']}{every} · {item['file']}")
             click.echo(_indent(item["rule"]))
         for item in r["learnings"]:
-            click.echo(f"{item['id']} · {item['title']}\n  learning · scope: {item['scope']} · recurrence "
+            every = " · always (every task)" if item["always"] else ""
+            click.echo(f"{item['id']} · {item['title']}\n  learning · scope: {item['scope']}{every} · recurrence "
                        f"{item['recurrence']} · weight {item['weight']:.2f} · last seen {item['last_seen']} · "
                        f"{item['file']}")
             click.echo(_indent(item["rule"]))

@@ -30,9 +30,12 @@ INSTRUCTIONS = (
     "of every task that uses a skill, call recall with the skill name and an intent elaborated into the "
     "task's dimensions (what is being made and each aspect you will decide: formatting, layout, color, "
     "wording…), not the user's raw words. Apply every returned issue as mandatory and each learning by "
-    "its weight, and keep the run_id. The moment you act on a correction or stated preference from the "
-    "user, call capture: the generalized rule as body, polarity 'learning' for a taste or 'issue' for an "
-    "always/never rule, a short scope phrase, the user's words as provenance, and the run_id. To "
+    "its weight, and keep the run_id. Entries with always true hold for every task of the skill. If the "
+    "task touches a scope listed in other_scopes, call recall again with scopes=[that scope]. The moment "
+    "you act on a correction or stated preference from the user, call capture: the generalized rule as "
+    "body, polarity 'learning' for a taste or 'issue' for an always/never rule, a short scope phrase, the "
+    "user's words as provenance, always=true when the user states it for everything done with the skill, "
+    "and the run_id. To "
     "strengthen, weaken, reword, remove, promote or demote an entry, call revise with an id that recall "
     "showed. When whetstone cannot tell whether a new rule is the same as a stored one, its opposite or a "
     "different rule, it does not guess: capture returns needs_confirmation with the look-alikes as "
@@ -104,14 +107,21 @@ def recall(
         "The task elaborated into its dimensions, e.g. 'styling a car price table: currency formatting, "
         "column alignment, color encoding of msrp, title and source note' - not the user's raw words."))],
     learnings_k: Annotated[int | None, Field(description="At most this many learnings (1-100; default 12).")] = None,
+    scopes: Annotated[list[str] | None, Field(description=(
+        "Scope names whose entries you want whatever the intent, e.g. one that other_scopes listed and "
+        "the task touches."))] = None,
 ) -> Result:
     """Call at the start of every task that uses a skill, before you produce anything. Elaborate the
     intent into the dimensions of the task (each aspect you will decide), since entries are matched per
-    dimension. Apply every returned issue as mandatory; apply learnings by weight (0-1: follow strong
-    ones by default, weigh weak ones against the request). Keep run_id for capture and revise, and use
-    the ids shown here with revise. An unknown skill gives empty lists, not an error."""
+    dimension. Entries with always=true are the user's rules for every task of this skill: they come
+    first on every call; apply them whatever the task. Apply every returned issue as mandatory; apply
+    learnings by weight (0-1: follow strong ones by default, weigh weak ones against the request).
+    other_scopes maps the scopes nothing was returned from to their entry counts: if the task touches
+    one of them after all, call recall again with scopes=[that scope] to get its entries. Keep run_id
+    for capture and revise, and use the ids shown here with revise. An unknown skill gives empty lists,
+    not an error."""
     from git_whetstone.ops.recall import recall as run_recall
-    return _call(run_recall, skill, intent, learnings_k)
+    return _call(run_recall, skill, intent, learnings_k, scopes)
 
 
 @tool
@@ -128,10 +138,16 @@ def capture(
         description="The user's own words that prompted this, quoted briefly ('' if there were none).")],
     run_id: RunId = None,
     confirm: Confirm = None,
+    always: Annotated[bool | None, Field(description=(
+        "true when the user states the rule for everything done with this skill, not for one kind of "
+        "task (e.g. a language, dialect, tone or house style that holds whatever the task): recall then "
+        "returns it on every call."))] = None,
 ) -> Result:
     """Call this the moment you act on a correction or stated preference from the user, not at the end
     of the task: one correction is enough for it to stick. Use polarity 'learning' for taste and
-    'issue' for always/never rules. Whetstone decides alone only when it is sure: the same rule again
+    'issue' for always/never rules. Set always=true when the user says the rule holds for every task of
+    the skill ("always", "in everything you write", "whatever the task"): such rules share no words with
+    most tasks, so only the mark brings them back every time. Whetstone decides alone only when it is sure: the same rule again
     is reinforced (an issue: a no-op); a rule whose words say the opposite of a stored one comes back
     as status conflict naming both (nothing written). When it is not sure, you are the judge: status
     needs_confirmation lists `candidates` (id, rule, scope, similarity). Compare the new rule with each:
@@ -143,28 +159,32 @@ def capture(
     it carries a promotion question, ask the user and answer it with revise. Relay the returned
     confirmation to the user."""
     from git_whetstone.ops.capture import capture as run_capture
-    return _call(run_capture, skill, polarity, body, scope, provenance, run_id, confirm)
+    return _call(run_capture, skill, polarity, body, scope, provenance, run_id, confirm, always)
 
 
 @tool
 def revise(
     skill: Skill,
     entry_id: Annotated[str, Field(description="The id of an entry recall showed, e.g. 'L3' or 'I2'.")],
-    action: Annotated[str, Field(description=(
-        "reinforce or weaken (learnings), remove, promote (learning to issue), demote (issue to learning)."),
-        json_schema_extra={"enum": ["reinforce", "weaken", "remove", "promote", "demote"]})],
+    action: Annotated[str | None, Field(description=(
+        "reinforce or weaken (learnings), remove, promote (learning to issue), demote (issue to learning); "
+        "omit it when you only set always."),
+        json_schema_extra={"enum": ["reinforce", "weaken", "remove", "promote", "demote", None]})] = None,
     body: Annotated[str | None, Field(description="New wording for the entry (optional).")] = None,
     scope: Annotated[str | None, Field(description="Move the entry to this scope (optional).")] = None,
     run_id: RunId = None,
     confirm: Confirm = None,
+    always: Annotated[bool | None, Field(description=(
+        "true marks the entry as a rule for every task of the skill (recalled first, every time); false "
+        "takes the mark off. Given without an action."))] = None,
 ) -> Result:
     """Change an entry that recall showed, by its id: reinforce it when the user repeats it, weaken it
     when they push back, reword it (body) or move it (scope), promote a learning the user now treats as
-    a hard rule, demote an issue, or remove it. remove, promote and demote first return
-    needs_confirmation: ask the user the prompt, then call again with confirm. Relay the returned
-    confirmation to the user."""
+    a hard rule, demote an issue, or remove it; or set always=true (no action) when the user says an
+    entry holds for every task. remove, promote and demote first return needs_confirmation: ask the
+    user the prompt, then call again with confirm. Relay the returned confirmation to the user."""
     from git_whetstone.ops.revise import revise as run_revise
-    return _call(run_revise, skill, entry_id, action, body, scope, run_id, confirm)
+    return _call(run_revise, skill, entry_id, action, body, scope, run_id, confirm, always)
 
 
 @tool

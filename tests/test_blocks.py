@@ -21,7 +21,8 @@ VALID = sorted((FIXTURES / "valid").glob("*.md"))
 INVALID = sorted((FIXTURES / "invalid").glob("*.md"))
 # Fixtures written exactly as whetstone writes: one blank line between blocks, final newline.
 CANONICAL = {"spec-example.md", "two-blocks.md", "multi-provenance.md", "multi-paragraph.md", "unicode.md",
-             "currency-formatting-3f9a1c2b7d4e5f60.md", "issues-corner-radius.md"}
+             "currency-formatting-3f9a1c2b7d4e5f60.md", "issues-corner-radius.md", "applies-always.md",
+             "issues-applies-always.md"}
 
 SPEC_EXAMPLE = (
     "## L1 · Format the price column as US dollars\n"
@@ -667,3 +668,23 @@ def test_capture_refuses_a_body_the_block_format_cannot_hold(body: str):
     assert markdown.validate(learning("L1", body), "t.md", "learnings")
     with pytest.raises(WhetstoneError):
         clean_body(body)
+
+
+def test_applies_always_is_read_set_and_cleared_byte_exactly() -> None:
+    """`- applies: always` sits after `scope`; setting it adds that one line, clearing it takes that
+    line away, and every other byte of the block (CRLF line endings too) stays as written."""
+    text = read(FIXTURES / "valid" / "applies-always.md")
+    marked, plain = parse_ok(text, "learnings")
+    assert marked.always and not plain.always
+    assert blocks.with_always(marked, True) == marked.raw
+    cleared = blocks.with_always(marked, False)
+    assert "applies" not in cleared and cleared == marked.raw.replace("- applies: always\n", "")
+    again = parse_ok(cleared, "learnings")[0]
+    assert not again.always and blocks.with_always(again, True) == marked.raw
+    set_on_plain = blocks.with_always(plain, True)
+    assert set_on_plain.split("\n")[5] == "- applies: always" and parse_ok(set_on_plain, "learnings")[0].always
+    crlf = text.replace("\n", "\r\n")
+    marked_crlf = parse_ok(crlf, "learnings")[0]
+    assert blocks.with_always(marked_crlf, False) == marked_crlf.raw.replace("- applies: always\r\n", "")
+    issue = parse_ok(read(FIXTURES / "valid" / "issues-applies-always.md"), "issues")[0]
+    assert issue.always and blocks.with_always(issue, False).count("\n") == issue.raw.count("\n") - 1

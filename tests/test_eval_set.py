@@ -70,6 +70,8 @@ def test_paraphrase_queries_share_no_content_word_with_their_entries():
             asked = set(content_words(query["intent"])) - FUNCTION_WORDS
             for entry_id in query["relevant"]:
                 entry = by_id[entry_id]
+                if entry.get("always"):  # a rule for every task: relevant whatever the words
+                    continue
                 shared = asked & set(content_words(entry["body"] + " " + entry["scope"]))
                 assert not shared, f"{query['id']} shares {sorted(shared)} with {entry_id}"
 
@@ -88,6 +90,7 @@ def default_config(tmp_path_factory):
                                  embedding_backend=Config().embedding_backend)
     for skill in DATA["skills"]:
         run.load_skill(config, skill)
+        run.load_skill(config, skill, marked=False)
     return config
 
 
@@ -95,8 +98,11 @@ def test_recall_quality_on_the_default_backend_does_not_regress(default_config, 
     monkeypatch.setenv("WHETSTONE_TODAY", run.DAY)
     report = run.eval_recall(default_config, DATA["skills"], "all", [])
     assert report["f1"] >= RECALL_F1_FLOOR, report
+    assert report["always_recall"] == 1.0, report  # every rule marked for every task, on every call
+    assert report["offtopic_not_always"] <= OFFTOPIC_CEILING, report
     assert report["by_kind"]["paraphrase"]["recall"] >= PARAPHRASE_RECALL_FLOOR, report
-    assert report["offtopic_returned"] <= OFFTOPIC_CEILING, report
+    plain = run.eval_recall(default_config, DATA["skills"], "all", [], marked=False)
+    assert plain["specific"]["f1"] >= SPECIFIC_F1_FLOOR, plain
 
 
 def test_the_judge_does_no_silent_harm_on_the_default_backend(default_config, monkeypatch):
@@ -113,10 +119,10 @@ def test_the_judge_does_no_silent_harm_on_the_default_backend(default_config, mo
         assert report[mode]["caught"] >= CAUGHT_FLOOR, report[mode]
 
 
-# Measured with the static backend when these were set (2026-12-01): recall macro F1 0.455 (all),
-# paraphrase recall 0.45, 3.08 entries for an off-topic intent; on the held-out pairs (127), silent
-# harm 0 in every mode, duplicates and contradictions caught 0.85. The recall targets (0.60,
-# 0.5, 3) and the judge's 0.90 caught are not reached: see the README.
+# Measured with the static backend when these were set (2026-12-01, the set with rules for every task
+# marked): recall macro F1 0.785 (all), every always-on rule returned, paraphrase recall 0.81, 1.0
+# entry that is not always-on for an off-topic intent; the other rules alone (no marks) F1 0.458. On
+# the held-out pairs (127), silent harm 0 in every mode, duplicates and contradictions caught 0.85.
 def test_the_eval_command_prints_a_report_per_backend(capsys):
     assert run.main(["--backend", "hashing", "--split", "test", "--via", "library", "--json"]) == 0
     (report,) = json.loads(capsys.readouterr().out)
@@ -130,8 +136,9 @@ def test_the_eval_command_prints_a_report_per_backend(capsys):
     assert "recall macro F1" in printed and "balanced: silent harm" in printed
 
 
-RECALL_F1_FLOOR = 0.42
-PARAPHRASE_RECALL_FLOOR = 0.38
-OFFTOPIC_CEILING = 3.3
+RECALL_F1_FLOOR = 0.74
+PARAPHRASE_RECALL_FLOOR = 0.75
+OFFTOPIC_CEILING = 1.0  # entries that are not always-on, for an off-topic intent (the target)
+SPECIFIC_F1_FLOOR = 0.42
 HARM_CEILING = 0.01
 CAUGHT_FLOOR = 0.82

@@ -140,9 +140,11 @@ def test_loop_end_to_end(served: Served) -> None:
     assert {t.name for t in tools} == TOOLS and len(tools) == 5
     schemas = {t.name: t.input_schema for t in tools}
     assert set(schemas["capture"]["properties"]) == {"skill", "polarity", "body", "scope", "provenance",
-                                                     "run_id", "confirm"}
+                                                     "run_id", "confirm", "always"}
     assert set(schemas["revise"]["properties"]) == {"skill", "entry_id", "action", "body", "scope",
-                                                    "run_id", "confirm"}
+                                                    "run_id", "confirm", "always"}
+    assert set(schemas["revise"]["required"]) == {"skill", "entry_id"}
+    assert set(schemas["recall"]["properties"]) == {"skill", "intent", "learnings_k", "scopes"}
     assert set(schemas["recall"]["required"]) == {"skill", "intent"}
     assert all(t.description and len(t.description) > 80 and t.output_schema for t in tools)
 

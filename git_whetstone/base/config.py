@@ -72,6 +72,7 @@ class Config:
     embedding_model: str = "all-MiniLM-L6-v2"
     learnings_k: int = 12
     issues_k: int = 8
+    always_k: int = 20  # entries marked `applies: always` recall returns on every call
     learnings_half_life_days: float = 180.0
     learnings_decay: bool = True
     promotion_threshold: int = 4
@@ -157,6 +158,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "embedding_model": _as_text,
     "learnings_k": _as_int(1),
     "issues_k": _as_int(1),
+    "always_k": _as_int(0),
     "learnings_half_life_days": _as_float(0, open_low=True),
     "learnings_decay": _as_bool,
     "promotion_threshold": _as_int(2),

@@ -31,9 +31,10 @@ DOT = "\u00b7"
 PREFIX = {"learnings": "L", "issues": "I"}
 FOLDER = {"L": "learnings", "I": "issues"}
 FIELDS = {
-    "L": ("recurrence", "first_seen", "last_seen", "scope", "provenance"),
-    "I": ("scope", "provenance"),
+    "L": ("recurrence", "first_seen", "last_seen", "scope", "applies", "provenance"),
+    "I": ("scope", "applies", "provenance"),
 }
+ALWAYS = "always"  # the one value of `applies`: a rule for every task of the skill
 REQUIRED = {"L": ("recurrence", "first_seen", "last_seen", "scope"), "I": ("scope",)}
 REPEATABLE = {"provenance"}
 TITLE_LIMIT = 72
@@ -131,6 +132,11 @@ class Block:
     @property
     def provenance(self) -> list[str]:
         return [decode_value(v) for k, v in self.fields if k == "provenance"]
+
+    @property
+    def always(self) -> bool:
+        """Whether the block carries `- applies: always`: it holds for every task of the skill."""
+        return self.get("applies") == ALWAYS
 
 
 @dataclass(frozen=True)
@@ -387,6 +393,8 @@ def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: i
             err(line, f"{key} must be a date (YYYY-MM-DD), got '{value}'")
         elif key == "scope" and not value:
             err(line, "scope is empty")
+        elif key == "applies" and value != ALWAYS:
+            err(line, f"applies takes only '{ALWAYS}' (a rule for every task), got '{value}'")
         elif key == "provenance" and value.startswith('"') and not _is_json_string(value):
             err(line, "provenance has an unterminated or malformed quoted string")
     for key in REQUIRED[prefix]:
@@ -465,6 +473,23 @@ def remove(text: str, block: Block) -> str:
         return out
     # The last block went: the blank lines that separated it go too, the final newline stays.
     return re.sub(r"(?:\r?\n[ \t]*)+\Z", "", out) + newline_of(text)
+
+
+def with_always(block: Block, always: bool, text: str | None = None) -> str:
+    """The block's source (or `text`, that source after `update_fields`) with `- applies: always`
+    added after its scope line, or taken out; every other line stays as written."""
+    lines = (block.raw if text is None else text).split("\n")
+    at = [o for o, (k, _) in enumerate(block.fields, 1) if k == "applies"]
+    if not always:
+        for offset in reversed(at):
+            del lines[offset]
+        return "\n".join(lines)
+    if at:
+        return "\n".join(lines)
+    after = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "scope"), default=len(block.fields))
+    cr = "\r" if lines[after].endswith("\r") else ""
+    lines.insert(after + 1, f"- applies: {ALWAYS}{cr}")
+    return "\n".join(lines)
 
 
 def update_fields(block: Block, changes: dict[str, str], add_provenance: str | list[str] | None = None) -> str:

@@ -17,11 +17,11 @@ from pathlib import Path
 import numpy as np
 
 from ..semantics.embed import Embedder
-from .records import Entry, FileRows, decode, text_hash
+from .records import COLUMNS, Entry, FileRows, decode, text_hash
 from .snapshot import Snapshot
 
 EMBED_BATCH = 1024  # texts per embedding call: a first build of 100,000 entries stays small in memory
-SCHEMA = 4
+SCHEMA = 5
 DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,
@@ -114,11 +114,11 @@ def load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], roo
             continue
         scope_list = [tuple(s) for s in json.loads(scope_json)]
         ints = np.frombuffer(columns, np.int64)
-        n, s = (len(ints) - 2) // 4, len(scope_list)
+        n, s = (len(ints) - 2) // COLUMNS, len(scope_list)
         flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
         top = {"L": int(ints[-2]), "I": int(ints[-1])}
         rows = FileRows(stamp, scope_list, flat[n:n + s].copy(), flat[n + s:n + 2 * s].copy(),
-                        ints[:4 * n].reshape(4, n), top, warning, raw=entries, vectors=flat[:n])
+                        ints[:COLUMNS * n].reshape(COLUMNS, n), top, warning, raw=entries, vectors=flat[:n])
         if warning:
             claim_from_disk(root, path, rows)
         chunk.append((path, rows))

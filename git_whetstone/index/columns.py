@@ -23,6 +23,7 @@ class Columns:
         self._last_seen = np.zeros(len(self._vectors), np.int64)
         self._scope_of = np.zeros(len(self._vectors), np.int64)
         self._id_key = np.zeros(len(self._vectors), np.int64)
+        self._always = np.zeros(len(self._vectors), bool)
         self.scopes: list[tuple[str, str, str]] = []    # (kind, key, display), by scope number
         self._phrases = np.zeros((max(scope_capacity, 16), dim), np.float32)
         self._centroids = np.zeros((len(self._phrases), dim), np.float32)
@@ -58,6 +59,11 @@ class Columns:
         return self._id_key[: self.size]
 
     @property
+    def always(self) -> np.ndarray:
+        """Rows marked `applies: always`: recall returns them for every task."""
+        return self._always[: self.size]
+
+    @property
     def phrases(self) -> np.ndarray:
         return self._phrases[: len(self.scopes)]
 
@@ -70,7 +76,7 @@ class Columns:
         if need <= len(self._vectors):
             return
         cap = max(need, len(self._vectors) * 3 // 2)
-        for name in ("_vectors", "_alive", "_learning", "_recurrence", "_last_seen", "_scope_of", "_id_key"):
+        for name in ("_vectors", "_alive", "_learning", "_recurrence", "_last_seen", "_scope_of", "_id_key", "_always"):
             old = getattr(self, name)
             new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old

@@ -35,6 +35,10 @@ class Entry(NamedTuple):
     first_seen: str | None
     last_seen: str | None
     provenance: tuple[str, ...]
+    always: bool = False  # `- applies: always`: a rule for every task of the skill
+
+
+COLUMNS = 5  # per-entry integer columns: recurrence, last_seen, scope index, id key, always
 
 
 def id_key(entry_id: str) -> int:
@@ -48,7 +52,7 @@ def key_id(key: int) -> str:
 
 class FileRows:
     """One scope file's share of the index: per-entry columns (recurrence, last_seen as a day
-    number, position of its scope in `scopes`, id key), its scopes with the sum of their entry
+    number, position of its scope in `scopes`, id key, 1 when always-on), its scopes with the sum of their entry
     vectors and their phrase vectors, and its entries. Loaded from index.sqlite, the entries stay
     JSON text until something reads them, so a store of 100,000 entries loads in a few arrays.
     `vectors` is held only until the snapshot has copied the rows into its matrix."""
@@ -58,7 +62,7 @@ class FileRows:
                  entries: list[Entry] | None = None, raw: bytes | None = None,
                  vectors: np.ndarray | None = None) -> None:
         self.stamp, self.scopes, self.sums, self.phrases = stamp, scopes, sums, phrases
-        self.columns = columns                  # (4, entries) int64
+        self.columns = columns                  # (COLUMNS, entries) int64
         self.top, self.warning = top, warning   # highest id number per prefix
         self._entries, self.raw, self.vectors = entries, raw, vectors
         self.n = columns.shape[1]
@@ -68,6 +72,7 @@ class FileRows:
     last_seen = property(lambda self: self.columns[1])
     scope_index = property(lambda self: self.columns[2])
     id_key = property(lambda self: self.columns[3])
+    always = property(lambda self: self.columns[4])
 
     @property
     def scope_at(self) -> dict[tuple[str, str], int]:
@@ -108,7 +113,7 @@ _PARSED: OrderedDict[int, FileRows] = OrderedDict()
 
 
 def decode(raw: bytes) -> list[Entry]:
-    return [Entry(*row[:10], tuple(row[10])) for row in json.loads(zlib.decompress(raw))]
+    return [Entry(*row[:10], tuple(row[10]), *row[11:]) for row in json.loads(zlib.decompress(raw))]
 
 
 def text_hash(text: str) -> str:
@@ -138,7 +143,8 @@ def file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: di
     phrases = (np.stack([vectors[text_hash(s[2])] for s in display]) if display
                else np.zeros((0, dim), np.float32))
     columns = np.array([[e.recurrence for e in entries], [day_number(e.last_seen) for e in entries], index,
-                        [id_key(e.id) for e in entries]], np.int64).reshape(4, len(entries))
+                        [id_key(e.id) for e in entries], [e.always for e in entries]],
+                       np.int64).reshape(COLUMNS, len(entries))
     top = {prefix: max((int(e.id[1:]) for e in entries if e.id[0] == prefix), default=0) for prefix in ("L", "I")}
     return FileRows(stamp, display, sums, phrases, columns, top, warning, entries=entries, vectors=matrix)
 
@@ -146,4 +152,4 @@ def file_rows(stamp: str, entries: list[Entry], warning: str | None, vectors: di
 def entries_of(parsed: list, rel: str) -> list[Entry]:
     return [Entry(b.id, b.kind, rel, b.line, b.title, b.scope, b.body,
                   b.recurrence if b.kind == "learning" else 0,
-                  b.get("first_seen"), b.get("last_seen"), tuple(b.provenance)) for b in parsed]
+                  b.get("first_seen"), b.get("last_seen"), tuple(b.provenance), b.always) for b in parsed]

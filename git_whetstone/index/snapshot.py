@@ -220,6 +220,7 @@ class Snapshot(Columns):
             self._last_seen[sl] = merged[1]
             self._scope_of[sl] = np.concatenate(columns["scope_of"])
             self._id_key[sl] = merged[3]
+            self._always[sl] = merged[4] != 0
         self._settle(touched)
 
     def compacted(self) -> "Snapshot":

@@ -26,7 +26,8 @@ def list_stores(*, config: Config | None = None) -> dict[str, Any]:
         rows, warnings = store_entries(store)
         out.append({"skill": name, "path": str(store.path),
                     "learnings": sum(e.kind == "learning" for e in rows),
-                    "issues": sum(e.kind == "issue" for e in rows), "warnings": warnings})
+                    "issues": sum(e.kind == "issue" for e in rows), "always": sum(e.always for e in rows),
+                    "warnings": warnings})
     return {"store_root": str(ws.config.store_root), "skills": out}
 
 
@@ -44,7 +45,7 @@ def show(skill: str, entry_id: str | None = None, *, config: Config | None = Non
     result: dict[str, Any] = {"skill": store.skill, "path": str(store.path), "learnings": [], "issues": [],
                               "warnings": warnings}
     for e in rows:
-        item: dict[str, Any] = {"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope}
+        item: dict[str, Any] = {"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope, "always": e.always}
         if e.kind == "learning":
             item.update(recurrence=e.recurrence, first_seen=e.first_seen, last_seen=e.last_seen,
                         weight=weight(e.recurrence, e.last_seen, day, ws.config))

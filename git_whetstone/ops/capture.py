@@ -12,6 +12,9 @@ before every write.
 The caller answers with `confirm`: `same:<id>` (the same rule: reinforce it), `replace:<id>`
 (the new rule supersedes it, one commit), `keep:<id>` (the stored rule holds: nothing written),
 `new` (a rule of its own: store it), `yes` (go ahead). The caller may also say it up front.
+
+`always` marks the rule as one for every task of the skill (`- applies: always`): recall returns it
+first, every time. Said of a rule already stored, the mark is added to it in the same commit.
 """
 from __future__ import annotations
 
@@ -28,29 +31,32 @@ from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Judgement, contradictio
 from ..store import events
 from .attach import create
 from .context import CANDIDATES, Context, candidate
-from .inputs import (Answer, answer, clean_body, clean_provenance, clean_run_id, clean_scope, polarity_kind,
-                     stamp)
+from .inputs import (Answer, answer, clean_always, clean_body, clean_provenance, clean_run_id, clean_scope,
+                     polarity_kind, stamp)
 from .workspace import Workspace
-from .writes import Outcome, ask, brief, harden, reinforce
+from .writes import Outcome, ask, brief, harden, mark, reinforce
 
 
 def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = "", run_id: str | None = None,
-            confirm: bool | str | None = None, *, config: Config | None = None) -> dict[str, Any]:
+            confirm: bool | str | None = None, always: bool | None = False, *,
+            config: Config | None = None) -> dict[str, Any]:
     """Record a correction as a learning (taste) or an issue (always/never rule), or reinforce the
-    entry that already says it. Returns `{status, entry_id, recurrence, confirmation, …}`."""
+    entry that already says it; `always` marks a rule for every task of the skill. Returns
+    `{status, entry_id, recurrence, confirmation, …}`."""
     ws = Workspace.of(config)
     kind = polarity_kind(polarity)
     body, scope = clean_body(body), clean_scope(scope)
     said_by = stamp(clean_provenance(provenance))
     run_id, said = clean_run_id(run_id), answer(confirm)
+    every = clean_always(always)
     store = ws.store(skill)
     create(store)
     with store.lock():
         ctx = Context.open(ws, store)
-        outcome = _global_conflict(ctx, body, said) or _capture(ctx, kind, body, scope, said_by, said)
+        outcome = _global_conflict(ctx, body, said) or _capture(ctx, kind, body, scope, said_by, said, every)
         warnings = list(ctx.snap.warnings) + store.warnings
     result = outcome.json(skill=store.skill, status=None, entry_id=None, recurrence=None, confirmation=None,
-                          polarity=kind, scope=scope, run_id=run_id, warnings=warnings)
+                          polarity=kind, scope=scope, always=every, run_id=run_id, warnings=warnings)
     looked = outcome.extra.get("candidates") or outcome.extra.get("similar") or []
     events.append(store.path, "capture", run_id=run_id, status=outcome.status, entry_id=outcome.entry_id,
                   polarity=kind, scope=scope, conflicts_with=(outcome.extra.get("conflicts_with") or {}).get("id"),
@@ -85,9 +91,10 @@ def _global_conflict(ctx: Context, body: str, said: Answer) -> Outcome | None:
     return None
 
 
-def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer) -> Outcome:
+def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer,
+             every: bool = False) -> Outcome:
     if said.target:  # the caller said what the new rule is to a stored one
-        return _as_said(ctx, kind, body, scope, said_by, said)
+        return _as_said(ctx, kind, body, scope, said_by, said, every)
     judged = [] if said.verb == "new" else ctx.nearest(body, scope)
     # The closest entry the judge is sure about decides; look-alikes it is unsure of wait for the caller.
     decisive = next(((e, j) for e, j in judged if j.relation in (SAME, CONTRADICTS)), None)
@@ -95,17 +102,17 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
     if decisive and decisive[1].relation == CONTRADICTS:
         old, verdict = decisive
         if said.verb in ("replace", "keep"):
-            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id))
+            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id), every)
         return _conflict(old, body, verdict)
     if decisive:
         old = decisive[0]
         if said.verb in ("replace", "keep"):
-            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id))
-        return _same(ctx, kind, body, old, said_by, said)
+            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id), every)
+        return _same(ctx, kind, body, old, said_by, said, every)
     if unsure and said.verb != "new":
         only = unsure[0][0] if len(unsure) == 1 else None
         if said.verb in ("same", "replace", "keep") and only is not None:  # a bare answer that can mean one entry
-            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, only.id))
+            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, only.id), every)
         if said.verb in ("same", "replace", "keep"):
             raise WhetstoneError(f"confirm='{said.verb}' is ambiguous here: say which entry, e.g. "
                                  f"'{said.verb}:{unsure[0][0].id}' (look-alikes: "
@@ -116,7 +123,7 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
         what = "learning" if kind == "learning" else "issue (a mandatory rule)"
         return ask(f"Record a new {what} in '{scope}': \"{blocks.derive_title(body)}\"? Repeat with "
                    f"confirm='yes' to write it.")
-    outcome = _write_new(ctx, kind, body, scope, said_by)
+    outcome = _write_new(ctx, kind, body, scope, said_by, every)
     if unsure and said.verb != "new":  # autonomous: written, and the look-alikes named for a follow-up
         outcome.extra["similar"] = [candidate(e, j) for e, j in unsure]
     return outcome
@@ -147,9 +154,12 @@ def _ask_about(unsure: list[tuple[Entry, Judgement]], body: str) -> Outcome:
                candidates=[candidate(e, j) for e, j in unsure], similar_to=brief(first))
 
 
-def _same(ctx: Context, kind: str, body: str, old: Entry, said_by: str, said: Answer) -> Outcome:
+def _same(ctx: Context, kind: str, body: str, old: Entry, said_by: str, said: Answer,
+          every: bool = False) -> Outcome:
     """The new rule is `old` again: reinforce a learning, leave an issue, harden a learning the
-    caller now states as an issue (after asking)."""
+    caller now states as an issue (after asking); mark it for every task when the caller says so."""
+    if old.kind == "issue" and every and not old.always:
+        return mark(ctx, old, True, verb="capture")
     if old.kind == "issue":
         return Outcome("noop", old.id, confirmation=f"Whetstone already has this as {old.id} ({old.scope}); "
                                                     f"nothing changed.")
@@ -158,15 +168,16 @@ def _same(ctx: Context, kind: str, body: str, old: Entry, said_by: str, said: An
             return ask(f"This hardens learning {old.id} (\"{blocks.derive_title(old.body)}\") into a mandatory "
                        f"issue. Repeat with confirm='yes' to promote {old.id}, or confirm='new' to keep both.",
                        similar_to=brief(old))
-        return harden(ctx, old, said_by, body=body)
+        return harden(ctx, old, said_by, body=body, always=every)
     if ctx.config.supervision == "supervised" and said.verb not in ("yes", "same"):
         return ask(f"This repeats {old.id} ({old.scope}): \"{blocks.derive_title(old.body)}\". Repeat with "
                    f"confirm='yes' to reinforce it (recurrence {old.recurrence} → {old.recurrence + 1}).",
                    similar_to=brief(old))
-    return reinforce(ctx, old, said_by, verb="capture")
+    return reinforce(ctx, old, said_by, verb="capture", always=every)
 
 
-def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer) -> Outcome:
+def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer,
+             every: bool = False) -> Outcome:
     """Do what the caller said the new rule is to a stored entry (same:, replace:, keep:)."""
     if said.target.startswith(GLOBAL_PREFIX):
         raise WhetstoneError(f"{said.target} is in the global layer: change it with revise, or confirm='new' to "
@@ -175,10 +186,10 @@ def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
     if said.verb == "keep":
         return Outcome("noop", old.id, confirmation=f"{old.id} ({old.scope}) holds; nothing was written.")
     if said.verb == "same":
-        return _same(ctx, kind, body, old, said_by, Answer("same"))
+        return _same(ctx, kind, body, old, said_by, Answer("same"), every)
     text, block = ctx.block(old)  # replace: the new rule supersedes the old, in one commit
     files: dict[str, str | None] = {old.path: blocks.remove(text, block) or None}
-    entry_id = ctx.add_block(kind, body, scope, [said_by], files)
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every or old.always)
     ctx.commit(f"capture: add {entry_id} ({scope}), replacing {old.id}\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     return Outcome("committed", entry_id, 1 if kind == "learning" else None,
@@ -186,10 +197,11 @@ def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    {"replaced_id": old.id})
 
 
-def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str) -> Outcome:
+def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool = False) -> Outcome:
     files: dict[str, str | None] = {}
-    entry_id = ctx.add_block(kind, body, scope, [said_by], files)
-    ctx.commit(f"capture: add {entry_id} ({scope})\n\n{body}\n", files)
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every)
+    ctx.commit(f"capture: add {entry_id} ({scope}{', every task' if every else ''})\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     return Outcome("committed", entry_id, 1 if kind == "learning" else None,
-                   f"Whetstone {noun} {entry_id} ({scope}): {blocks.derive_title(body)}")
+                   f"Whetstone {noun} {entry_id} ({scope}{', for every task' if every else ''}): "
+                   f"{blocks.derive_title(body)}")

@@ -107,10 +107,12 @@ class Context:
         return found[:limit]
 
     def add_block(self, kind: str, body: str, scope: str, provenance: list[str], pending: dict[str, str | None],
-                  recurrence: int = 1, first_seen: str | None = None, last_seen: str | None = None) -> str:
+                  recurrence: int = 1, first_seen: str | None = None, last_seen: str | None = None,
+                  always: bool = False) -> str:
         """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
         included) and return its id. `first_seen`/`last_seen` default to today (an import keeps its
-        source's dates, so a stale preference does not arrive looking fresh)."""
+        source's dates, so a stale preference does not arrive looking fresh); `always` marks a rule
+        for every task of the skill (`- applies: always`)."""
         rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
         text = pending[rel] if rel in pending else self.read(rel)[0]
         if rel not in pending:
@@ -122,6 +124,8 @@ class Context:
             fields += [("recurrence", str(recurrence)), ("first_seen", first_seen or day),
                        ("last_seen", last_seen or day)]
         fields.append(("scope", scope))
+        if always:
+            fields.append(("applies", blocks.ALWAYS))
         fields += [("provenance", blocks.encode_value(p)) for p in provenance]
         pending[rel] = blocks.append(text or "", blocks.render(entry_id, blocks.derive_title(body), fields, body))
         pending["next_ids.json"] = ids_text

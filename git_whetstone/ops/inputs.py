@@ -108,6 +108,15 @@ def answer(confirm: object) -> Answer:
                          f"replace:<id>, keep:<id> (the id a prompt named); got {shown(confirm)}")
 
 
+def clean_always(always: object) -> bool:
+    """The `always` argument: true marks a rule for every task of the skill (None or false: not)."""
+    if always is None:
+        return False
+    if not isinstance(always, bool):
+        raise WhetstoneError(f"always must be true or false, got {shown(always)}")
+    return always
+
+
 def polarity_kind(polarity: object) -> str:
     if isinstance(polarity, str) and polarity.strip().lower() in ("learning", "issue"):
         return polarity.strip().lower()

@@ -10,8 +10,15 @@ dozen loose matches for a vague intent and nothing for a precise one. A clause's
 most three bands under the best match overall, and a clause whose best match barely clears the
 cutoff (one stray word) brings no matches of its own. Learnings are ordered by
 relevance and weight and picked by MMR, so the k returned are not k paraphrases; issues are
-ranked and capped, and what is left out is counted. When nothing clears its cutoff, a small
-floor of the strongest learnings and the nearest issue is returned instead, flagged `fallback`.
+ranked and capped, and what is left out is counted.
+
+Entries marked `applies: always` (rules for every task of the skill) are not matched at all: every
+one of them is returned first, on every call, nearest to the intent first and capped by `always_k`
+(the rest counted in `omitted`); they take no place from the learnings and issues the intent
+matched. An intent that matches nothing gets the always-on entries and nothing else; only a store
+with no always-on entry falls back to its single nearest issue (or strongest learning), flagged
+`fallback`. `other_scopes` maps each scope that contributed nothing to its entry count, nearest
+first, so the agent sees what the intent missed and can fetch a scope by name (`scopes`).
 The mix, cutoffs and band were fitted per backend on the labeled set in tests/eval.
 """
 from __future__ import annotations
@@ -37,15 +44,18 @@ from .workspace import Workspace
 MAX_INTENT = 20_000
 MMR_LAMBDA = 0.75
 MMR_POOL = 200
-FALLBACK_LEARNINGS = 2
+OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
     "preferences weighted 0-1 (how firmly to apply them): follow strong ones by default and weigh weak ones "
     "against the request. 'conflicts' names returned entries that contradict each other: the issue wins, or "
-    "ask the user. 'fallback' true means nothing matched the intent closely and these are the strongest "
-    "entries overall; 'omitted' counts relevant entries left out by the caps.")
+    "ask the user. Entries with 'always' true are rules for every task of this skill: apply them whatever the "
+    "task. 'fallback' true means nothing matched the intent closely and this is the nearest entry overall; "
+    "'omitted' counts relevant entries left out by the caps. 'other_scopes' lists the scopes nothing was "
+    "returned from, with their entry counts: if the task touches one of them, call recall again with "
+    "scopes=[that scope] to get its entries.")
 CAPTURE_CONTRACT = (
     "The moment you act on a correction from the user, call capture with the generalized rule as body, "
     "polarity 'learning' for a taste or 'issue' for an always/never rule, a short scope phrase for when it "
@@ -71,10 +81,29 @@ def check_k(value: Any, name: str = "learnings_k") -> int:
     return value
 
 
-def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: Config | None = None) -> dict[str, Any]:
+def check_scopes(scopes: Any) -> list[str]:
+    """The `scopes` argument: scope names whose entries the caller wants whatever the intent."""
+    if scopes is None:
+        return []
+    if isinstance(scopes, str):
+        scopes = [scopes]
+    if not isinstance(scopes, (list, tuple)) or len(scopes) > 50:
+        raise WhetstoneError(f"scopes must be a list of at most 50 scope names, got {shown(scopes)}")
+    out = []
+    for name in scopes:
+        if not isinstance(name, str) or not name.strip() or len(name) > 200:
+            raise WhetstoneError(f"a scope name must be text of 1 to 200 characters, got {shown(name)}")
+        unicode_text(name, "scope")
+        out.append(" ".join(name.split()))
+    return out
+
+
+def recall(skill: str, intent: str, learnings_k: int | None = None, scopes: list[str] | None = None, *,
+           config: Config | None = None) -> dict[str, Any]:
     """The learnings and issues relevant to `intent` in `skill`'s store, and in the global layer
-    (`__global__`, unless `consult_global` is off) within the same budget, as the JSON of SPEC §4.
-    An unknown or empty skill gives empty lists (or only global entries), never an error."""
+    (`__global__`, unless `consult_global` is off) within the same budget, as the JSON of SPEC §4:
+    every always-on entry first, then what the intent matches, then every entry of the `scopes`
+    named. An unknown or empty skill gives empty lists (or only global entries), never an error."""
     ws = Workspace.of(config)
     config = ws.config
     if not isinstance(intent, str) or not intent.strip():
@@ -83,11 +112,12 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
         raise WhetstoneError(f"intent is too long ({len(intent)} characters; at most {MAX_INTENT})")
     unicode_text(intent, "intent")
     k = check_k(config.learnings_k if learnings_k is None else learnings_k)
+    named = check_scopes(scopes)
     store = ws.store(skill)
     day = today()
     result: dict[str, Any] = {
         "skill": store.skill, "run_id": events.new_run_id(day), "learnings": [], "issues": [],
-        "conflicts": [], "fallback": False, "omitted": {"learnings": 0, "issues": 0},
+        "conflicts": [], "fallback": False, "omitted": {"learnings": 0, "issues": 0}, "other_scopes": {},
         "how_to_use": HOW_TO_USE, "capture_contract": CAPTURE_CONTRACT, "warnings": [],
     }
     stores = [("skill", store)]
@@ -108,9 +138,13 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, *, config: C
     live = [(origin, snap) for origin, snap in snaps if snap.count]
     if live:
         queries = ws.embedder.embed(clauses(intent))
-        ranked = _rank([Layer(origin, snap, queries, day, config) for origin, snap in live], k, config)
+        ranked = _rank([Layer(origin, snap, queries, day, config, named) for origin, snap in live], k, config)
         result.update(learnings=ranked.learnings, issues=ranked.issues, conflicts=ranked.conflicts,
-                      fallback=ranked.fallback, omitted=ranked.omitted)
+                      fallback=ranked.fallback, omitted=ranked.omitted, other_scopes=ranked.other_scopes)
+        unknown = [name for name in named if not any(layer_has(snap, name) for _, snap in live)]
+        if unknown:
+            result["warnings"].append(f"no scope named {', '.join(repr(n) for n in unknown)} in {store.skill}; "
+                                      f"other_scopes lists the scopes there are")
     events.append(store.path, "recall", run_id=result["run_id"], intent=intent[:500],
                   learnings=[e["id"] for e in result["learnings"]], issues=[e["id"] for e in result["issues"]],
                   fallback=result["fallback"], omitted=result["omitted"])
@@ -130,17 +164,23 @@ class Layer:
     """One store's scores for an intent: the skill's own store, or the global layer."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
-                 config: Config) -> None:
+                 config: Config, named: list[str] = ()) -> None:
         self.origin, self.snap = origin, snap
         scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
+        self.scope_relevance = _row_max(scope_level) if len(scope_level) else np.zeros(0)
         # rows × clauses: how close each entry is to each part of the intent
         self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
-        self.learning = snap.alive & snap.is_learning
-        self.issue = snap.alive & ~snap.is_learning
-        self.weight = np.where(self.learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
+        self.always = snap.alive & snap.always  # returned whatever the intent: matched by nothing
+        scoped = snap.alive & ~snap.always
+        self.learning = scoped & snap.is_learning
+        self.issue = scoped & ~snap.is_learning
+        self.weight = np.where(snap.is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
         self.relevance = _row_max(self.per_clause)
         self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+        keys = {scope_key(name) for name in named}
+        wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys]
+        self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(len(scoped), bool)
 
     def best(self) -> np.ndarray:
         """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
@@ -151,12 +191,13 @@ class Layer:
 
     def keep_near(self, floor: np.ndarray) -> None:
         """Only entries within the band of the best match for some clause stay hits: each part of
-        a many-sided intent brings its own best matches, not just the part that matched best."""
+        a many-sided intent brings its own best matches, not just the part that matched best.
+        Entries of the scopes the caller named are hits whatever their score."""
         near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
-        self.learn_hit &= near
-        self.issue_hit &= near
+        self.learn_hit = (self.learn_hit & near) | (self.named & self.learning)
+        self.issue_hit = (self.issue_hit & near) | (self.named & self.issue)
 
     def shown_id(self, row: int) -> str:
         entry = self.snap.entries[row]
@@ -217,6 +258,7 @@ class Ranked:
     conflicts: list[dict[str, Any]] = field(default_factory=list)
     fallback: bool = False
     omitted: dict[str, int] = field(default_factory=lambda: {"learnings": 0, "issues": 0})
+    other_scopes: dict[str, int] = field(default_factory=dict)
 
 
 def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
@@ -237,35 +279,76 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         _drop_repeats(pool, learn, issue, skill, config)
     ranked = Ranked()
 
+    # every always-on entry, nearest to the intent first, up to always_k
+    every = Pool(layers, [np.flatnonzero(layer.always) for layer in layers])
+    always = [every.refs[i] for i in every.order(every.column("relevance"))]
+    kept = always[:config.always_k]
+    for li, row in always[config.always_k:]:
+        ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
+
     if learn.refs:
         value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
         chosen = [learn.refs[i] for i in _mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k)]
-        ranked.omitted["learnings"] = len(learn.refs) - len(chosen)
-    else:  # the floor: the strongest learnings overall
-        every = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
-        weight = every.column("weight")
-        chosen = [every.refs[i] for i in every.order(weight, min(k, FALLBACK_LEARNINGS))]
-        ranked.fallback = bool(chosen)
-
-    if not learn.refs and not issue.refs and any(layer.issue.any() for layer in layers):
-        every = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])  # the floor: the nearest issue
-        li, row = every.refs[every.order(every.column("relevance"), 1)[0]]
-        issue = Pool(layers, [np.array([row]) if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
-        ranked.fallback = True
+        ranked.omitted["learnings"] += len(learn.refs) - len(chosen)
+    else:
+        chosen = []
+    if not learn.refs and not issue.refs and not always:
+        # nothing matched and no rule holds for every task: the single nearest issue (or the
+        # strongest learning), flagged, so a vague intent is not met with nothing at all
+        issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
+        if issues_left.refs:
+            li, row = issues_left.refs[issues_left.order(issues_left.column("relevance"), 1)[0]]
+            issue = Pool(layers, [np.array([row]) if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
+        else:
+            strongest = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
+            chosen = [strongest.refs[i] for i in strongest.order(strongest.column("weight"), 1)]
+        ranked.fallback = bool(issue.refs or chosen)
     order = issue.order(issue.column("relevance"), config.issues_k)
-    ranked.omitted["issues"] = max(0, len(issue.refs) - config.issues_k)
+    ranked.omitted["issues"] += max(0, len(issue.refs) - config.issues_k)
     issues = [issue.refs[i] for i in order]
 
-    for li, row in chosen:
+    def shown(li: int, row: int, is_always: bool) -> dict[str, Any]:
         layer, e = layers[li], layers[li].snap.entries[row]
-        ranked.learnings.append({"id": layer.shown_id(row), "rule": e.body, "scope": e.scope,
-                                    "recurrence": e.recurrence, "weight": round(float(layer.weight[row]), 4),
-                                    "origin": layer.origin})
-    for li, row in issues:
-        layer, e = layers[li], layers[li].snap.entries[row]
-        ranked.issues.append({"id": layer.shown_id(row), "rule": e.body, "scope": e.scope, "origin": layer.origin})
-    ranked.conflicts = _conflicts(layers, [*chosen, *issues], config)
+        out = {"id": layer.shown_id(row), "rule": e.body, "scope": e.scope}
+        if e.kind == "learning":
+            out.update(recurrence=e.recurrence, weight=round(float(layer.weight[row]), 4))
+        out.update(origin=layer.origin, always=is_always)
+        return out
+
+    for li, row in kept:
+        (ranked.learnings if layers[li].snap.is_learning[row] else ranked.issues).append(shown(li, row, True))
+    ranked.learnings += [shown(li, row, False) for li, row in chosen]
+    ranked.issues += [shown(li, row, False) for li, row in issues]
+    returned = [*kept, *chosen, *issues]
+    ranked.conflicts = _conflicts(layers, returned, config)
+    ranked.other_scopes = _other_scopes(layers, returned)
     return ranked
+
+
+def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[str, int]:
+    """The scopes no returned entry came from, each with its count of entries (always-on ones
+    aside: those were all returned), nearest to the intent first, at most OTHER_SCOPES."""
+    found: dict[str, list] = {}  # scope key -> [display, count, relevance]
+    for li, layer in enumerate(layers):
+        snap = layer.snap
+        if not len(snap.scopes):
+            continue
+        counts = np.bincount(snap.scope_of[layer.learning | layer.issue], minlength=len(snap.scopes))
+        used = {int(snap.scope_of[row]) for lj, row in returned if lj == li}
+        for at in np.flatnonzero(counts).tolist():
+            _, key, display = snap.scopes[at]
+            slot = found.setdefault(key, [display, 0, -2.0, False])
+            slot[1] += int(counts[at])
+            slot[2] = max(slot[2], float(layer.scope_relevance[at]))
+            slot[3] |= at in used
+    left = sorted((slot for slot in found.values() if not slot[3]), key=lambda slot: (-slot[2], slot[0]))
+    return {display: count for display, count, _, _ in left[:OTHER_SCOPES]}
+
+
+def layer_has(snap: Snapshot, name: str) -> bool:
+    """Whether the store has a scope called `name` (as scope keys compare)."""
+    key = scope_key(name)
+    return any(k == key for _, k, _ in snap.scopes)
 
 
 def _drop_repeats(pool: Pool, learn: Pool, issue: Pool, skill: Layer | None, config: Config) -> None:

@@ -4,7 +4,8 @@ reinforce and weaken move a learning's recurrence; remove deletes an entry; prom
 learning into an issue and demote softens an issue into a learning; `body` rewords and `scope`
 moves an entry on the way. Destructive actions and promotion ask for confirmation first (and
 every write does in `supervised` mode); a reworded, moved or re-kinded entry is judged against the
-rest of the store, as a capture is.
+rest of the store, as a capture is. `always` true or false sets or clears the entry's
+`applies: always` mark (a rule for every task of the skill), in a call of its own.
 """
 from __future__ import annotations
 
@@ -22,19 +23,29 @@ from ..store import events
 from .context import CANDIDATES, Context, candidate
 from .inputs import Answer, answer, clean_body, clean_run_id, clean_scope
 from .workspace import Workspace
-from .writes import DECLINED, Outcome, ask, brief, harden, move, promotion_declined, reinforce, reword, soften
+from .writes import DECLINED, Outcome, ask, brief, harden, mark, move, promotion_declined, reinforce, reword, soften
 
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote")
+MARKS = ("always", "scoped")  # what revise records as the action of always=true / always=false
 
 
-def revise(skill: str, entry_id: str, action: str, body: str | None = None, scope: str | None = None,
-           run_id: str | None = None, confirm: bool | str | None = None, *,
+def revise(skill: str, entry_id: str, action: str | None = None, body: str | None = None, scope: str | None = None,
+           run_id: str | None = None, confirm: bool | str | None = None, always: bool | None = None, *,
            config: Config | None = None) -> dict[str, Any]:
     """Change an entry recall showed: reinforce, weaken, remove, promote (learning → issue) or demote
-    (issue → learning), optionally rewording it (`body`) or moving it to another `scope`."""
+    (issue → learning), optionally rewording it (`body`) or moving it to another `scope`; or, with
+    no action, set (`always=True`) or clear (`always=False`) its mark as a rule for every task."""
     ws = Workspace.of(config)
-    if not isinstance(action, str) or action.strip().lower() not in ACTIONS:
-        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}")
+    if always is not None and not isinstance(always, bool):
+        raise WhetstoneError(f"always must be true or false, got {shown(always)}")
+    if action in (None, "") and always is not None:
+        if body not in (None, "") or scope not in (None, ""):
+            raise WhetstoneError("always goes in a call of its own (no body or scope)")
+        action = "always" if always else "scoped"
+    elif always is not None:
+        raise WhetstoneError("always goes in a call of its own: give it without an action")
+    if not isinstance(action, str) or action.strip().lower() not in ACTIONS + MARKS:
+        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}, or always=true|false")
     action = action.strip().lower()
     if not isinstance(entry_id, str) or not re.fullmatch(r"(?:[Gg]:)?[LlIi][1-9]\d*", entry_id.strip()):
         raise WhetstoneError(f"unknown entry id {shown(entry_id)}: ids look like L3 or I2")
@@ -89,6 +100,12 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     if action == "demote" and entry.kind != "issue":
         raise WhetstoneError(f"{entry.id} is a learning; only issues can be demoted")
     recurrence = entry.recurrence if entry.kind == "learning" else None  # what the entry has now
+    if action in MARKS:
+        if ctx.config.supervision == "supervised" and said.verb != "yes" and entry.always != (action == "always"):
+            return ask(f"Confirm: {'mark' if action == 'always' else 'unmark'} {entry.id} "
+                       f"(\"{blocks.derive_title(entry.body)}\") {'as a rule for every task' if action == 'always' else ''}"
+                       f". Repeat the call with confirm='yes'.", entry.id, recurrence)
+        return mark(ctx, entry, action == "always", verb="revise")
 
     if action == "promote" and said.verb == "no":
         if promotion_declined(entry):

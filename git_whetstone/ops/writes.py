@@ -53,18 +53,25 @@ def promotion_declined(entry: Entry) -> bool:
     return any(DECLINED in p or SOFTENED in p for p in entry.provenance)
 
 
-def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: str | None = None) -> Outcome:
-    """Raise a learning's recurrence by one and refresh last_seen (rewording it with `body`); when
-    that reaches `promotion_threshold`, ask once whether it should harden into an issue."""
+def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: str | None = None,
+              always: bool = False) -> Outcome:
+    """Raise a learning's recurrence by one and refresh last_seen (rewording it with `body`, marking
+    it for every task with `always`); when that reaches `promotion_threshold`, ask once whether it
+    should harden into an issue."""
     text, block = ctx.block(old)
     count = old.recurrence + 1
     changed = blocks.update_fields(block, {"recurrence": str(count), "last_seen": today().isoformat()}, stamp)
+    marked = always and not old.always
+    if marked:
+        changed = blocks.with_always(block, True, changed)
     if body is not None:
         changed = reword(changed, block, body)
-    ctx.commit(f"{verb}: reinforce {old.id} ({old.scope}), recurrence {count}\n\n{body or old.body}\n",
+    ctx.commit(f"{verb}: reinforce {old.id} ({old.scope}), recurrence {count}"
+               f"{', for every task' if marked else ''}\n\n{body or old.body}\n",
                {old.path: blocks.replace(text, block, changed)})
     outcome = Outcome("reinforced" if verb == "capture" else "committed", old.id, count,
-                      f"Whetstone reinforced {old.id} ({old.scope}) to recurrence {count}: "
+                      f"Whetstone reinforced {old.id} ({old.scope}) to recurrence {count}"
+                      f"{' and marked it for every task' if marked else ''}: "
                       f"{blocks.derive_title(body or old.body)}")
     threshold = ctx.config.promotion_threshold
     if old.recurrence < threshold <= count and not promotion_declined(old):
@@ -79,15 +86,18 @@ def reword(block_text: str, block: blocks.Block, body: str) -> str:
     """A block's text with a new body and the title derived from it; metadata lines untouched."""
     lines = block_text.split("\n")
     lines[0] = f"## {block.id} {blocks.DOT} {blocks.derive_title(body)}"
-    head = "\n".join(lines[: 1 + len(block.fields)])
+    # the metadata lines run to the first blank line (update_fields or with_always may have added some)
+    end = next((i for i, line in enumerate(lines[1:], 1) if not line.strip()), len(lines))
+    head = "\n".join(lines[:end])
     trailing = block.raw[len(block.raw.rstrip("\n")):]
     return head + "\n\n" + body + (trailing or "\n")
 
 
 def harden(ctx: Context, old: Entry, stamp: str | None, *, body: str | None = None, scope: str | None = None,
-           verb: str = "capture") -> Outcome:
-    """Make a learning an issue: a new id in issues/, the learning removed, in one commit."""
-    return _rekind(ctx, old, "issue", stamp, body=body, scope=scope, verb=verb)
+           verb: str = "capture", always: bool = False) -> Outcome:
+    """Make a learning an issue: a new id in issues/, the learning removed, in one commit (marked
+    for every task when it was, or `always`)."""
+    return _rekind(ctx, old, "issue", stamp, body=body, scope=scope, verb=verb, always=always)
 
 
 def soften(ctx: Context, old: Entry, *, body: str | None = None, scope: str | None = None,
@@ -97,7 +107,7 @@ def soften(ctx: Context, old: Entry, *, body: str | None = None, scope: str | No
 
 
 def _rekind(ctx: Context, old: Entry, to_kind: str, stamp: str | None, *, body: str | None, scope: str | None,
-            verb: str) -> Outcome:
+            verb: str, always: bool = False) -> Outcome:
     text, block = ctx.block(old)
     files: dict[str, str | None] = {old.path: blocks.remove(text, block) or None}
     provenance = list(old.provenance) + [f"{today().isoformat()} — {HARDENED if to_kind == 'issue' else SOFTENED} "
@@ -107,12 +117,30 @@ def _rekind(ctx: Context, old: Entry, to_kind: str, stamp: str | None, *, body: 
     new_scope, new_body = scope or old.scope, body or old.body
     recurrence = max(1, ctx.config.promotion_threshold - 1)
     new_id = ctx.add_block(to_kind, new_body, new_scope, provenance, files, recurrence=recurrence,
-                           first_seen=old.first_seen)
+                           first_seen=old.first_seen, always=old.always or always)
     action = "promote" if to_kind == "issue" else "demote"  # the public names of the two actions
     ctx.commit(f"{verb}: {action} {old.id} to {new_id} ({new_scope})\n\n{new_body}\n", files)
     noun = "a mandatory issue" if to_kind == "issue" else "a learning"
     return Outcome("committed", new_id, recurrence if to_kind == "learning" else None,
                    f"Whetstone made {old.id} {noun}: it is now {new_id} ({new_scope}).", {"replaced_id": old.id})
+
+
+def mark(ctx: Context, entry: Entry, always: bool, *, verb: str) -> Outcome:
+    """Set or clear an entry's `applies: always` mark (a rule for every task of the skill)."""
+    recurrence = entry.recurrence if entry.kind == "learning" else None
+    if entry.always == always:
+        return Outcome("noop", entry.id, recurrence, f"{entry.id} is already {_marked(always)}; nothing changed.")
+    text, block = ctx.block(entry)
+    ctx.commit(f"{verb}: {'mark' if always else 'unmark'} {entry.id} ({entry.scope}) "
+               f"{'for every task' if always else 'as scoped'}\n\n{entry.body}\n",
+               {entry.path: blocks.replace(text, block, blocks.with_always(block, always))})
+    return Outcome("committed", entry.id, recurrence, f"Whetstone {'marked' if always else 'unmarked'} {entry.id} "
+                   f"({entry.scope}): it is now {_marked(always)}.")
+
+
+def _marked(always: bool) -> str:
+    return ("a rule for every task (recall returns it first, every time)" if always
+            else "recalled when a task is about its scope")
 
 
 def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[str, str]) -> Outcome:

