@@ -65,8 +65,8 @@ def test_result_shape(store_root: Path) -> None:
     capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
     result = recall(SKILL, "currency formatting")
     assert set(result) == {"skill", "run_id", "learnings", "issues", "conflicts", "fallback", "omitted",
-                           "how_to_use", "capture_contract", "warnings"}
-    assert set(result["learnings"][0]) == {"id", "rule", "scope", "recurrence", "weight", "origin"}
+                           "other_scopes", "how_to_use", "capture_contract", "warnings"}
+    assert list(result["learnings"][0]) == ["id", "rule", "scope", "recurrence", "weight", "origin", "always"]
     assert result["learnings"][0]["origin"] == "skill"
 
 
@@ -126,8 +126,10 @@ def test_fallback_floor_when_nothing_matches(store_root: Path) -> None:
         capture(SKILL, "learning", body, scope, "x")
     capture(SKILL, "issue", "Never round the corners of a table", "corner radius", "x")
     result = recall(SKILL, "zebra migration patterns of the serengeti")
-    assert result["fallback"] is True
-    assert 1 <= len(result["learnings"]) <= 3 and len(result["issues"]) == 1
+    assert result["fallback"] is True  # no rule holds for every task: the single nearest issue
+    assert result["learnings"] == [] and len(result["issues"]) == 1
+    assert sorted(result["other_scopes"].items()) == [("color encoding", 1), ("currency formatting", 1),
+                                                      ("headers", 1), ("row banding", 1)]
 
 
 def test_conflicting_entries_are_listed(store_root: Path) -> None:

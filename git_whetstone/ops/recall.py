@@ -44,6 +44,7 @@ from .workspace import Workspace
 MAX_INTENT = 20_000
 MMR_LAMBDA = 0.75
 MMR_POOL = 200
+NEAR_DUPLICATE = 0.9  # cosine at which a candidate only repeats a learning already picked
 OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 
@@ -379,17 +380,25 @@ def _drop_repeats(pool: Pool, learn: Pool, issue: Pool, skill: Layer | None, con
 def _mmr(vectors_at, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
     """Maximal marginal relevance: each pick trades value against likeness to what was picked.
     `order` ranks the candidates (value, then skill before global, then id), so equal scores
-    always resolve the same way whatever the row order; `vectors_at(rows)` gives their vectors."""
+    always resolve the same way whatever the row order; `vectors_at(rows)` gives their vectors.
+
+    The value is put on a 0-1 scale over the pool first: the trade against likeness must not depend
+    on how spread the scores are (with every candidate in one scope they differ by hundredths and
+    likeness by tenths, so diversity alone would order them: PrefEval hit@5 0.18 before, 0.25
+    after). A near-duplicate of a pick (cosine >= NEAR_DUPLICATE) comes after everything else."""
     pool = order[:MMR_POOL]
     value = value[pool]
+    spread = float(value.max() - value.min()) if len(value) else 0.0
+    if spread > 0:
+        value = (value - value.min()) / spread
     vectors = vectors_at(pool)
     sims = vectors @ vectors.T
     picked: list[int] = []
     closest = np.zeros(len(pool))
     available = np.ones(len(pool), bool)
     for step in range(min(k, len(pool))):
-        score = np.where(available, MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest, -np.inf)
-        best = int(np.argmax(score))  # the first maximum: the earliest in `order`
+        score = MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest - 2.0 * (closest >= NEAR_DUPLICATE)
+        best = int(np.argmax(np.where(available, score, -np.inf)))  # the first maximum: the earliest in `order`
         picked.append(best)
         available[best] = False
         closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
