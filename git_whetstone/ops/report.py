@@ -23,7 +23,7 @@ from ..base.config import Config
 from ..base.errors import WhetstoneError, shown
 from ..base.files import write_atomic
 from ..format.blocks import parse
-from ..format.layout import GLOBAL, KIND_FOLDER, scope_key
+from ..format.layout import GLOBAL, GLOBAL_PREFIX, KIND_FOLDER, scope_key
 from ..git.history import commits
 from ..index.reading import store_entries
 from ..index.records import Entry, day_number
@@ -95,6 +95,8 @@ def global_part(layer: Store, day: dt.date, config: Config) -> dict[str, Any]:
     entry that says the same wins)."""
     rows, warnings = store_entries(layer)
     learnings, issues = entries(layer, rows, day, config)
+    for item in learnings + issues:
+        item["id"] = GLOBAL_PREFIX + item["id"]  # as recall shows them, and revise accepts them
     return {"learnings": learnings, "issues": issues, "warnings": warnings}
 
 

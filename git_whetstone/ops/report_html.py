@@ -18,6 +18,7 @@ W, H = 560, 180                          # a chart's viewBox
 LEFT, RIGHT, TOP, BOTTOM = 40, 10, 10, 26  # its margins
 BAR_MAX = 28                             # the widest a bar is drawn
 LISTED = 50                              # items of one advisory list shown before "and N more"
+RATE = "repeat-correction rate, last 4 weeks"
 OPEN_SCOPES = 40                         # stores with at most this many scopes show them all open
 
 CSS = """
@@ -32,6 +33,7 @@ nav ul{padding-left:1.2rem}
 .kpis{display:grid;grid-template-columns:repeat(auto-fill,minmax(11rem,1fr));gap:.6rem;margin:1rem 0;padding:0}
 .kpis div{border:1px solid var(--line);border-radius:6px;padding:.5rem .7rem}
 .kpis dt{font-size:.85rem;color:var(--muted)}.kpis dd{margin:0;font-size:1.3rem;font-weight:600}
+.kpis small{display:block;font-size:.8rem;font-weight:400}
 figure{margin:1rem 0;max-width:42rem}svg{width:100%;height:auto;display:block}figcaption{font-size:.9rem;color:var(--muted)}
 svg text{font:13px system-ui,sans-serif;fill:#57606a}svg .grid{stroke:#d0d7de;stroke-width:1}
 .legend{list-style:none;padding:0;display:flex;flex-wrap:wrap;gap:.3rem 1rem;font-size:.9rem}
@@ -145,7 +147,7 @@ def kpis(page: dict[str, Any], part: dict[str, Any]) -> str:
     k, weeks = part["kpis"], part["weeks"]
     recent, before = window(weeks[-4:]), window(weeks[-8:-4])
     trend = "no captures yet" if recent is None else f"{recent:.0%}" + (
-        f" (was {before:.0%} the 4 weeks before)" if before is not None else "")
+        f'<small class="muted"> (the 4 weeks before: {before:.0%})</small>' if before is not None else "")
     always = sum(x["always"] for x in part["learnings"] + part["issues"])
     soon = sum(x["retires_in"] is not None and x["retires_in"] <= page["retire_soon_days"] for x in part["learnings"])
     advice = part["advice"]
@@ -153,11 +155,11 @@ def kpis(page: dict[str, Any], part: dict[str, Any]) -> str:
     survived = k["learnings_survived"]
     items = [("learnings", k["learnings"]), ("issues (hard rules)", k["issues"]), ("always on", always),
              ("recalls", k["runs"]), ("corrections captured", sum(w["captures"] for w in weeks)),
-             ("repeat-correction rate, last 4 weeks", trend),
+             (RATE, trend),
              ("learnings survived", "-" if survived is None else f"{survived:.0%}"),
              (f"retiring within {page['retire_soon_days']} days", soon),
              ("look-alikes and conflicts to settle", pending)]
-    return '<dl class="kpis">' + "".join(f"<div><dt>{escape(a)}</dt><dd>{escape(str(b))}</dd></div>"
+    return '<dl class="kpis">' + "".join(f"<div><dt>{escape(a)}</dt><dd>{b if a == RATE else escape(str(b))}</dd></div>"
                                          for a, b in items) + "</dl>"
 
 
@@ -257,7 +259,8 @@ def count(n: int, noun: str) -> str:
 def frame(cid: str, title: str, desc: str, weeks: list[dict[str, Any]], top: float, percent: bool) -> list[str]:
     """An SVG's opening, its title and description, gridlines with the y labels, and the first,
     middle and last week under the x axis."""
-    out = [f'<figure><svg viewBox="0 0 {W} {H}" role="img" aria-labelledby="{cid}-t {cid}-d" id="{cid}">'
+    out = [f'<figure><figcaption><strong>{escape(title)}</strong> · {escape(desc)}</figcaption>'
+           f'<svg viewBox="0 0 {W} {H}" role="img" aria-labelledby="{cid}-t {cid}-d" id="{cid}">'
            f'<title id="{cid}-t">{escape(title)}</title><desc id="{cid}-d">{escape(desc)}</desc>']
     for share in (0, 0.5, 1):
         y = TOP + (H - TOP - BOTTOM) * (1 - share)
