@@ -186,6 +186,9 @@ def test_bad_input_is_one_line_and_changes_nothing(store: Path, tmp_path: Path) 
         assert proc.returncode == 2, (args, proc.stderr)
         assert said in proc.stderr and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert not list(tmp_path.glob("*.html")) and not (tmp_path / "missing").exists()
+    proc = run_cli("report", SKILL, "-o", "/proc/whetstone-report.html")  # a folder nobody can write in
+    assert proc.returncode == 1 and proc.stderr.startswith("git whetstone: cannot write the report to")
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert tree_state(store) == before
     proc = run_cli("report", SKILL, cwd=tmp_path)  # the default name, in the current directory
     assert proc.returncode == 0 and (tmp_path / f"{SKILL}-report.html").is_file(), proc.stderr
@@ -226,7 +229,10 @@ def test_always_on_rules_are_badged() -> None:
     assert html.count("always on") == 1 and "retires soon" in html and "below the retire threshold now" in html
 
 
-@pytest.mark.skipif("applies" not in blocks.FIELDS["I"],
+APPLIES = "## I1 · Never use emoji\n- scope: commits\n- applies: always\n\nNever use emoji.\n"
+
+
+@pytest.mark.skipif(bool(blocks.parse(APPLIES, "issues/commits.md", "issues").errors),
                     reason="the block format of this branch has no `applies` field yet (it arrives with always-on rules)")
 def test_always_on_rules_are_read_from_the_applies_field(store: Path) -> None:
     """`- applies: always` (after `scope`) marks a rule for every task of the skill."""

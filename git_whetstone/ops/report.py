@@ -20,7 +20,7 @@ import numpy as np
 
 from ..base.clock import today
 from ..base.config import Config
-from ..base.errors import WhetstoneError, shown
+from ..base.errors import RUNTIME, WhetstoneError, shown
 from ..base.files import write_atomic
 from ..format.blocks import parse
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, KIND_FOLDER, scope_key
@@ -55,7 +55,11 @@ def report(skill: str | None = None, *, every: bool = False, output: str | None 
                              f"{'that is a directory' if target.is_dir() else 'its folder does not exist'}")
     page = gather(ws, names, every)
     html = render(page)
-    write_atomic(target, html)
+    try:
+        write_atomic(target, html)
+    except OSError as exc:
+        raise WhetstoneError(f"cannot write the report to {shown(str(target), 80)}: {exc.strerror or exc}",
+                             exit_code=RUNTIME) from None
     return {"path": str(target), "skills": names, "bytes": len(html.encode("utf-8")),
             "learnings": sum(len(s["learnings"]) for s in page["skills"]),
             "issues": sum(len(s["issues"]) for s in page["skills"])}
@@ -71,7 +75,7 @@ def gather(ws: Workspace, names: list[str], every: bool = False) -> dict[str, An
             "date": day.isoformat(), "every": every,
             "skills": [skill_part(ws, ws.store(name), day) for name in names],
             "global": global_part(layer, day, ws.config) if inherits and layer.exists else None,
-            "consult_global": ws.config.consult_global,
+            "consult_global": ws.config.consult_global, "is_global": names == [GLOBAL],
             "retire_soon_days": RETIRE_SOON_DAYS,
             "retire_threshold": ws.config.retire_weight_threshold,
             "half_life": ws.config.learnings_half_life_days}

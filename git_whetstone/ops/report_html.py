@@ -70,7 +70,8 @@ def render(page: dict[str, Any]) -> str:
             parts.append("<p>No stores yet.</p>")
     for n, part in enumerate(page["skills"]):
         parts.append(skill_section(page, part, n, 3 if every else 2))
-    parts.append(global_section(page, 2))
+    if not page["is_global"]:  # the global layer's own page has nothing to inherit
+        parts.append(global_section(page, 2))
     parts.append("</main></body></html>\n")
     return "".join(parts)
 
