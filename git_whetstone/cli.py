@@ -309,6 +309,39 @@ def _show_metrics(r: dict[str, Any]) -> None:
 
 @main.command()
 @click.argument("skill", required=False)
+@click.option("--all", "every", is_flag=True, help="Every skill on one page.")
+@click.option("-o", "--output", metavar="FILE", help="Where to write the page (default: SKILL-report.html, "
+              "or whetstone-report.html with --all, in the current directory).")
+@click.option("--open", "open_it", is_flag=True, help="Open the page in the default browser.")
+@json_option
+@click.pass_obj
+def report(state: State, skill: str | None, every: bool, output: str | None, open_it: bool, as_json: bool) -> None:
+    """Write a self-contained HTML page of SKILL's memory (or every skill's, with --all).
+
+    Charts of the repeat-correction rate and captures per week, every scope's learnings as bars of
+    their weight today (what retires soon) with the issues as hard rules, the store's history from
+    git, the look-alikes and contradictions left to settle, and what the global layer adds. One
+    file, nothing fetched: open it from disk, mail it, keep it.
+
+    \b
+    Example:
+      git whetstone report great-tables --open
+      git whetstone report --all -o ~/taste.html
+    """
+    from .ops.report import report as run_report
+    result = run_report(skill, every=every, output=output, config=state.config())
+    emit(state, as_json, result, lambda r: click.echo(
+        f"wrote {r['path']} ({', '.join(r['skills']) or 'no skills'}: {_count(r['issues'], 'issue')}, "
+        f"{_count(r['learnings'], 'learning')})"))
+    if open_it:
+        import webbrowser
+        from pathlib import Path
+        if not webbrowser.open(Path(result["path"]).resolve().as_uri()):
+            click.echo(f"warning: no browser to open {result['path']} with", err=True)
+
+
+@main.command()
+@click.argument("skill", required=False)
 @click.option("--all", "every", is_flag=True, help="Compact every skill, then report cross-skill clusters.")
 @click.option("--dry-run", is_flag=True, help="Only show what the structural pass would change.")
 @json_option

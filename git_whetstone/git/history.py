@@ -1,12 +1,14 @@
-"""What a store's history says about ids: the one scanner of `git log -p` for block headings.
+"""What a store's history says: the one reader of `git log` (its commits, and the ids they held).
 
 Ids are never reused, so minting (a fresh clone, a corrupt next_ids.json), settling a merge and
 `metrics` all need to know which ids any commit ever held. One pass of `git log -p --unified=0`
-over `learnings/` and `issues/` answers all three.
+over `learnings/` and `issues/` answers all three. `commits` lists the commits themselves (what
+`log --json` and the report show).
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import NamedTuple
 from pathlib import Path
 
 from ..format.ids import diff_ids
@@ -36,3 +38,19 @@ def id_history(repo: Path, *revs: str) -> IdHistory:
             if sign == "+":
                 found.added.add(bid)
     return found
+
+
+class Commit(NamedTuple):
+    """One commit as people read a log: its hash, author date (ISO 8601), author and subject."""
+
+    sha: str
+    date: str
+    author: str
+    subject: str
+
+
+def commits(repo: Path, limit: int | None = None) -> list[Commit]:
+    """The commits reachable from HEAD, newest first (at most `limit`)."""
+    out = runner.run(repo, "log", *([f"-n{max(1, limit)}"] if limit is not None else []),
+                     "--format=%H%x1f%aI%x1f%an%x1f%s%x1e").stdout
+    return [Commit(*record.strip("\n").split("\x1f", 3)) for record in out.split("\x1e") if record.strip("\n")]

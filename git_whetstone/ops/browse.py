@@ -10,7 +10,7 @@ from typing import Any
 from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import WhetstoneError, shown
-from ..git import runner
+from ..git.history import commits
 from ..index.reading import store_entries
 from ..store.store import list_skills
 from ..store.weight import weight
@@ -62,9 +62,5 @@ def path(skill: str, *, config: Config | None = None) -> dict[str, Any]:
 def history(skill: str, limit: int = 50, *, config: Config | None = None) -> dict[str, Any]:
     """The store's commits, newest first: what changed, when, by whom."""
     store = Workspace.of(config).store(skill, must_exist=True)
-    out = runner.run(store.path, "log", f"-n{max(1, limit)}", "--format=%H%x1f%aI%x1f%an%x1f%s").stdout
-    commits = []
-    for line in out.splitlines():
-        sha, date, author, subject = line.split("\x1f", 3)
-        commits.append({"commit": sha, "date": date, "author": author, "subject": subject})
-    return {"skill": store.skill, "commits": commits}
+    return {"skill": store.skill, "commits": [{"commit": c.sha, "date": c.date, "author": c.author, "subject": c.subject}
+                                              for c in commits(store.path, limit)]}

@@ -59,7 +59,7 @@ def _compact(ws: Workspace, skill: str, dry_run: bool) -> dict[str, Any]:
                                    {store.path / rel: text for rel, text in files.items()})
             committed = True
             snap = ws.snapshot(store)
-    report = _behavior(store, snap, config)
+    report = findings(store, snap, config)
     if not dry_run:
         (store.path / REPORT).write_text(render_report(store.skill, plan.changes, report), encoding="utf-8")
     return {"skill": store.skill, "dry_run": dry_run, "committed": committed, "changes": plan.changes,
@@ -262,7 +262,10 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
 
 # --- the behavioral pass --------------------------------------------------------------------------
 
-def _behavior(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
+def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
+    """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
+    the snapshot: learnings worth hardening, scopes with churn, stale learnings, conflicts never
+    resolved, and look-alike pairs the judge could not settle."""
     day = today()
     log = list(events.read(store.path))
 

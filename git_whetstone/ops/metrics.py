@@ -40,7 +40,7 @@ def _one(store: Store) -> dict[str, Any]:
         elif kind == "capture":
             status = str(event.get("status"))
             captures[status] += 1
-            week = _week(event.get("ts"))
+            week = iso_week(event.get("ts"))
             if week and status in ("committed", "reinforced", "noop"):
                 weeks.setdefault(week, Counter())["captures"] += 1
                 if status in ("reinforced", "noop"):
@@ -71,7 +71,8 @@ def _one(store: Store) -> dict[str, Any]:
     }
 
 
-def _week(ts: object) -> str | None:
+def iso_week(ts: object) -> str | None:
+    """The ISO week ("2026-W07") of a timestamp or date, None when it is not one."""
     try:
         year, week, _ = dt.datetime.fromisoformat(str(ts)).isocalendar()
     except ValueError:

@@ -27,3 +27,13 @@ def weights(recurrence: np.ndarray, last_seen: np.ndarray, day: dt.date, config:
         return r
     days = np.where(last_seen > 0, np.maximum(0, day.toordinal() - last_seen), 0)
     return r * np.exp(-math.log(2) * days / config.learnings_half_life_days)
+
+
+def days_to_retire(weight_now: np.ndarray, config: Config) -> np.ndarray:
+    """Days until each weight decays below `retire_weight_threshold` (when compact retires it),
+    assuming it is not seen again: `H · log2(w / threshold)`; 0 when it is below already, inf
+    when nothing retires (no decay, or a threshold of 0)."""
+    if not config.learnings_decay or config.retire_weight_threshold <= 0:
+        return np.full(len(weight_now), np.inf)
+    ratio = np.maximum(np.asarray(weight_now, float), 1e-300) / config.retire_weight_threshold
+    return np.maximum(0.0, config.learnings_half_life_days * np.log2(ratio))
