@@ -16,9 +16,8 @@ import numpy as np
 import pytest
 
 from git_whetstone.base import config as config_mod
-from git_whetstone.format import blocks
 from git_whetstone.ops.capture import capture
-from git_whetstone.ops.report import always_on, commit_kind, report
+from git_whetstone.ops.report import commit_kind, report
 from git_whetstone.store.weight import days_to_retire, weight
 
 from .browser import Browser, find
@@ -229,16 +228,13 @@ def test_always_on_rules_are_badged() -> None:
     assert html.count("always on") == 1 and "retires soon" in html and "below the retire threshold now" in html
 
 
-APPLIES = "## I1 · Never use emoji\n- scope: commits\n- applies: always\n\nNever use emoji.\n"
-
-
-@pytest.mark.skipif(bool(blocks.parse(APPLIES, "issues/commits.md", "issues").errors),
-                    reason="the block format of this branch has no `applies` field yet (it arrives with always-on rules)")
-def test_always_on_rules_are_read_from_the_applies_field(store: Path) -> None:
+def test_always_on_rules_are_read_from_the_applies_field(store: Path, tmp_path: Path) -> None:
     """`- applies: always` (after `scope`) marks a rule for every task of the skill."""
-    from git_whetstone.ops.workspace import Workspace
-
     issue_file = next((store / "issues").glob("*.md"))
     issue_file.write_text(issue_file.read_text().replace("- scope: commit messages\n",
                                                          "- scope: commit messages\n- applies: always\n"))
-    assert always_on(Workspace.of(config_mod.load()).store(SKILL)) == {"I1"}
+    git(store, "commit", "-qam", "mark I1 for every task")
+    out = tmp_path / "page.html"
+    report(SKILL, output=str(out), config=config_mod.load())
+    html = out.read_text(encoding="utf-8")
+    assert html.count('<span class="badge always">always on</span>') == 1

@@ -22,8 +22,7 @@ from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError, shown
 from ..base.files import write_atomic
-from ..format.blocks import parse
-from ..format.layout import GLOBAL, GLOBAL_PREFIX, KIND_FOLDER, scope_key
+from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..git.history import commits
 from ..index.reading import store_entries
 from ..index.records import Entry, day_number
@@ -107,7 +106,6 @@ def global_part(layer: Store, day: dt.date, config: Config) -> dict[str, Any]:
 def entries(store: Store, rows: list[Entry], day: dt.date, config: Config) -> tuple[list[dict], list[dict]]:
     """Learnings (strongest first, with weight today, its strength before decay and the days left
     until compact would retire it) and issues (by id), each marked when it applies always."""
-    always = always_on(store)
     learned = [e for e in rows if e.kind == "learning"]
     recurrence = np.array([e.recurrence for e in learned], np.int64)
     seen = np.array([day_number(e.last_seen) for e in learned], np.int64)
@@ -117,27 +115,12 @@ def entries(store: Store, rows: list[Entry], day: dt.date, config: Config) -> tu
     learnings = [{"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope, "recurrence": e.recurrence,
                   "first_seen": e.first_seen, "last_seen": e.last_seen, "weight": round(float(w), 4),
                   "strength": round(float(s), 4), "retires_in": None if np.isinf(d) else int(d),
-                  "always": e.id in always}
+                  "always": e.always}
                  for e, w, s, d in zip(learned, now.tolist(), strength.tolist(), left.tolist())]
     learnings.sort(key=lambda item: (-item["weight"], int(item["id"][1:])))
-    issues = [{"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope, "always": e.id in always}
+    issues = [{"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope, "always": e.always}
               for e in sorted((e for e in rows if e.kind == "issue"), key=lambda e: int(e.id[1:]))]
     return learnings, issues
-
-
-def always_on(store: Store) -> set[str]:
-    """Ids of the blocks marked `- applies: always`: a rule for every task of the skill. Only the
-    files that say `applies` at all are parsed."""
-    found: set[str] = set()
-    for kind, folder in KIND_FOLDER.items():
-        for path in store.scope_files(kind):
-            try:
-                text = path.read_text(encoding="utf-8")
-            except (OSError, UnicodeDecodeError):
-                continue  # the scope's reader already warns about a file it cannot read
-            if "- applies:" in text:
-                found |= {b.id for b in parse(text, store.rel(path), folder).blocks if b.get("applies") == "always"}
-    return found
 
 
 def scopes(learnings: list[dict], issues: list[dict]) -> list[dict[str, Any]]:
