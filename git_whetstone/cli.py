@@ -379,6 +379,9 @@ def _show_compact(r: dict[str, Any]) -> None:
             if items:
                 click.echo(f"  {label}: " + ", ".join(str(i.get("id") or i.get("scope") or i.get("conflicts_with"))
                                                       for i in items))
+        for item in one["report"].get("always", []):
+            click.echo(f"  for every task? {item['id']} ({item['scope']}), {item['why']}: {_one_line(item['rule'])}"
+                       f" (mark it: git whetstone revise {one['skill']} {item['id']} --always)")
         for pair in one["report"].get("look_alikes", []):
             what = "contradict" if pair["relation"] == "contradicts" else "possible duplicates or contradiction"
             click.echo(f"  {what}: {' / '.join(pair['ids'])} ({pair['scope']}): "

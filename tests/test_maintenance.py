@@ -253,3 +253,30 @@ def test_promoting_what_the_global_layer_already_says_strengthens_it(store_root:
     assert len(shown) == 1 and shown[0]["recurrence"] == 2
     assert sum("promoted from" in p for p in shown[0]["provenance"]) == 2
     assert ok("show", "slides")["learnings"] == []
+
+
+def test_compact_suggests_marking_rules_recalled_for_most_tasks(store_root: Path, monkeypatch) -> None:
+    """A rule the store returns for most of the different tasks, or one the user says again in
+    several runs, is listed for a person to mark for every task; nothing is marked by compact."""
+    monkeypatch.setenv("WHETSTONE_SUPERVISION", "autonomous")
+    ok("capture", "tables", "Style the whole table in the house look: Inter font, grey rules", "--scope",
+       "table style")
+    ok("capture", "tables", "Band alternate rows in light grey", "--scope", "row banding")
+    ok("capture", "tables", "Never round the corners of a table", "--scope", "corner radius", "--issue")
+    ok("capture", "tables", "Always sort rows by revenue", "--scope", "sorting", "--always")
+    for intent in ("table of car prices: style", "table style for the quarterly summary", "the table style of a KPI grid",
+                   "a style for the revenue table", "table style: population by country", "zebra rows of a table"):
+        ok("recall", "tables", intent)
+    for run in ("r-1", "r-2", "r-3"):
+        ok("capture", "tables", "Never round the corners of a table", "--scope", "corner radius", "--issue",
+           "--run-id", run)
+    store = store_root / "tables"
+    before = tree_state(store)
+    report = ok("compact", "tables", "--dry-run")["report"]
+    why = {item["id"]: item["why"] for item in report["always"]}
+    assert why.get("L1", "").startswith("recalled for ") and "of the 6 different tasks" in why["L1"], report["always"]
+    assert why.get("I1") == "said again in 3 different runs in the last 90 days"
+    assert "L2" not in why and "L3" not in why  # L3 is marked already; L2 came back for one task
+    assert tree_state(store) == before
+    text = run_cli("compact", "tables", "--dry-run").stdout
+    assert "for every task? L1 (table style)" in text and "git whetstone revise tables L1 --always" in text

@@ -8,8 +8,9 @@ learnings whose weight decayed below `retire_weight_threshold` are retired, and 
 empty are deleted. Issues never retire. Running it twice changes nothing the second time.
 
 The behavioral pass only reports, from events.jsonl and the markdown, over time windows: learnings
-worth hardening into issues, scopes with capture churn, learnings never surfaced, and conflicts
-never resolved. It is printed and written to the git-ignored compact-report.md.
+worth hardening into issues, rules that may hold for every task (recalled for most of the different
+tasks lately, or said again in several runs: a person marks them with `revise --always`), scopes
+with capture churn, learnings never surfaced, and conflicts never resolved. It is printed and written to the git-ignored compact-report.md.
 """
 from __future__ import annotations
 
@@ -38,6 +39,10 @@ REPORT = "compact-report.md"
 HARDEN_WINDOW_DAYS = 90      # reinforced this often within this window: worth making an issue
 CHURN_WINDOW_DAYS = 30       # captured, then weakened or removed within this window: churn
 STALE_DAYS = 90              # never surfaced by recall for this long: stale
+ALWAYS_WINDOW_DAYS = 90      # recalled for many different tasks within this window: a rule for every task?
+ALWAYS_MIN_TASKS = 5         # ... for at least this many different intents,
+ALWAYS_SHARE = 0.5           # ... making at least this share of the different intents recalled
+ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (tasks)
 
 
 def compact(skill: str, *, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
@@ -264,8 +269,8 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
 
 def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
     """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
-    the snapshot: learnings worth hardening, scopes with churn, stale learnings, conflicts never
-    resolved, and look-alike pairs the judge could not settle."""
+    the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
+    stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
     day = today()
     log = list(events.read(store.path))
 
@@ -277,6 +282,9 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
 
     live = {e.id: e for e in snap.entries if e is not None and snap.by_id.get(e.id) is not None}
     harden, churn, stale, unresolved = [], [], [], []
+    intents: set[str] = set()                # the different tasks recalled lately (by their content words)
+    recalled_for: dict[str, set[str]] = {}   # entry id -> the different tasks it was recalled for
+    repeated_in: dict[str, set[str]] = {}    # entry id -> the runs whose capture repeated it
     reinforced: dict[str, int] = {}
     surfaced: dict[str, dt.date] = {}
     scope_of_capture: dict[str, str] = {}
@@ -288,6 +296,8 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
         kind = event.get("event")
         if kind == "capture":
             entry_id = event.get("entry_id")
+            if entry_id and event.get("status") in ("reinforced", "noop") and (day - on).days <= ALWAYS_WINDOW_DAYS:
+                repeated_in.setdefault(str(entry_id), set()).add(str(event.get("run_id") or event.get("ts")))
             if entry_id and event.get("status") == "committed":
                 scope_of_capture[entry_id], captured_on[entry_id] = str(event.get("scope")), on
             if entry_id and event.get("status") == "reinforced" and (day - on).days <= HARDEN_WINDOW_DAYS:
@@ -298,6 +308,11 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
         elif kind == "recall":
             for entry_id in event.get("learnings") or []:
                 surfaced[entry_id] = max(surfaced.get(entry_id, on), on)
+            task = " ".join(sorted(set(content_words(str(event.get("intent") or "")))))
+            if task and (day - on).days <= ALWAYS_WINDOW_DAYS:
+                intents.add(task)
+                for entry_id in [*(event.get("learnings") or []), *(event.get("issues") or [])]:
+                    recalled_for.setdefault(str(entry_id), set()).add(task)
     for entry_id, count in sorted(reinforced.items()):
         entry = live.get(entry_id)
         if entry is not None and entry.kind == "learning" and count >= 2 and \
@@ -329,7 +344,18 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
             if local is None or local in live:
                 unresolved.append({"date": str(event.get("ts"))[:10], "conflicts_with": other,
                                    "scope": event.get("scope")})
-    return {"harden": harden, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved,
+    always = []
+    for entry_id, entry in sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]))):
+        if entry.always:
+            continue
+        tasks, runs = len(recalled_for.get(entry_id, ())), len(repeated_in.get(entry_id, ()))
+        if tasks >= ALWAYS_MIN_TASKS and tasks >= ALWAYS_SHARE * len(intents):
+            always.append({"id": entry_id, "scope": entry.scope, "why": f"recalled for {tasks} of the "
+                           f"{len(intents)} different tasks of the last {ALWAYS_WINDOW_DAYS} days", "rule": entry.body})
+        elif runs >= ALWAYS_MIN_RUNS:
+            always.append({"id": entry_id, "scope": entry.scope, "why": f"said again in {runs} different runs "
+                           f"in the last {ALWAYS_WINDOW_DAYS} days", "rule": entry.body})
+    return {"harden": harden, "always": always, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved,
             "look_alikes": _look_alikes(snap, config)}
 
 
@@ -361,6 +387,7 @@ def render_report(skill: str, changes: list[str], report: dict[str, list[dict[st
     lines = [f"# compact report for {skill} ({today().isoformat()})", "", "## Structural changes", ""]
     lines += [f"- {c}" for c in changes] or ["- none"]
     titles = {"harden": f"Learnings worth hardening into issues (reinforced in the last {HARDEN_WINDOW_DAYS} days)",
+              "always": "Rules that may hold for every task (mark with git whetstone revise SKILL ID --always)",
               "churn": f"Scopes with capture churn (weakened or removed within {CHURN_WINDOW_DAYS} days)",
               "stale": f"Learnings not surfaced by recall for {STALE_DAYS} days",
               "unresolved_conflicts": "Conflicts never resolved",

@@ -216,6 +216,9 @@ def advice(found: dict[str, list[dict[str, Any]]], level: int) -> str:
     out.append(h(level, "Worth hardening into an issue"))
     out.append(capped([f'{x["id"]} ({escape(x["scope"])}): recurrence {x["recurrence"]}, reinforced '
                        f'{x["reinforced_recently"]} times lately — {escape(x["rule"])}' for x in found["harden"]]))
+    out.append(h(level, "May hold for every task"))
+    out.append(capped([f'{x["id"]} ({escape(x["scope"])}): {escape(x["why"])} — {escape(x["rule"])}'
+                       for x in found.get("always", [])]))
     out.append(h(level, "Scopes with churn"))
     out.append(capped([f'{escape(c["scope"])}: {", ".join(c["entries"])} captured, then weakened or removed'
                        for c in found["churn"]]))
