@@ -164,3 +164,26 @@ def test_the_mcp_tools_take_always_and_scopes(served) -> None:  # noqa: F811
     after = served.call("recall", skill=skill, intent="Plan a trip to Rome")
     assert not any(e["always"] for e in after["learnings"] + after["issues"])
     assert "always" in served.error("revise", skill=skill, entry_id="I1", always="maybe")  # an MCP error, not a crash
+
+
+def test_the_mark_travels_with_a_rule_through_packs_the_global_layer_and_compact(store: Path, tmp_path: Path,
+                                                                                 monkeypatch) -> None:
+    from git_whetstone.ops.compact import compact
+    from git_whetstone.ops.global_layer import promote
+    from git_whetstone.ops.share import export, import_pack
+
+    pack = tmp_path / "sql.tar.gz"
+    export(SKILL, str(pack))
+    import_pack("sql-copy", str(pack))
+    copied = {e["rule"]: e["always"] for e in recall("sql-copy", "a cat's name")["learnings"] + recall(
+        "sql-copy", "a cat's name")["issues"]}
+    assert {rule for rule, always in copied.items() if always} == {rule for _, rule, _ in EVERY}
+    # compact: a marked learning never retires, however old
+    monkeypatch.setenv("WHETSTONE_TODAY", "2031-01-01")
+    changes = compact(SKILL)["changes"]
+    assert sorted(c.split(" (")[0] for c in changes if c.startswith("retire")) == ["retire L1", "retire L2", "retire L3"]
+    # the global layer: a rule for every task of every skill
+    promote(SKILL, "L4")  # "End every statement with a semicolon." (always)
+    elsewhere = recall("another-skill", "Plan a trip to Rome")
+    assert [(e["rule"], e["origin"], e["always"]) for e in elsewhere["learnings"]] == [
+        ("End every statement with a semicolon.", "global", True)]

@@ -280,3 +280,20 @@ def test_compact_suggests_marking_rules_recalled_for_most_tasks(store_root: Path
     assert tree_state(store) == before
     text = run_cli("compact", "tables", "--dry-run").stdout
     assert "for every task? L1 (table style)" in text and "git whetstone revise tables L1 --always" in text
+
+
+def test_compact_keeps_the_every_task_mark_when_it_merges_duplicates(store_root: Path) -> None:
+    ok("attach", "tables")
+    store = store_root / "tables"
+    hand_write(store, "learnings", "table style", [("L1", "Use the Inter font in every table"),
+                                                   ("L2", "Use the Inter font in every table.")])
+    path = store / "learnings" / scope_filename("table style")
+    text = path.read_text()
+    at = text.index("## L2")
+    path.write_text(text[:at] + text[at:].replace("- scope: table style\n", "- scope: table style\n- applies: always\n", 1))
+    git(store, "commit", "-qam", "L2 holds for every task")
+    result = ok("compact", "tables")
+    assert result["changes"] == ["merge L2 into L1 (table style)"], result["changes"]
+    merged = path.read_text()
+    assert merged.count("## L") == 1 and "- scope: table style\n- applies: always\n" in merged
+    assert run_cli("validate", "tables").returncode == 0

@@ -5,7 +5,8 @@ commit undoes the whole compaction: scopes that mean the same are merged into on
 spelling wins), duplicate entries in a scope are merged into the oldest (a learning keeps the
 summed recurrence, the earliest first_seen, the latest last_seen and every provenance line),
 learnings whose weight decayed below `retire_weight_threshold` are retired, and scope files left
-empty are deleted. Issues never retire. Running it twice changes nothing the second time.
+empty are deleted. Issues never retire, nor do learnings marked for every task. Running it twice
+changes nothing the second time.
 
 The behavioral pass only reports, from events.jsonl and the markdown, over time windows: learnings
 worth hardening into issues, rules that may hold for every task (recalled for most of the different
@@ -167,6 +168,8 @@ def _plan(snap: Snapshot, config: Config) -> Plan:
             provenance = [p for e in merged for p in e.provenance]
             provenance.append(f"{day.isoformat()} — compact merged {', '.join(e.id for e in merged)} into {keeper.id}")
             update["provenance"] = provenance
+            if any(e.always for e in merged) and not keeper.always:
+                update["always"] = True  # a rule one copy said holds for every task still does
             if kind == "learning":
                 group_entries = [keeper, *merged]
                 update["fields"] = {
@@ -181,7 +184,7 @@ def _plan(snap: Snapshot, config: Config) -> Plan:
 
     # 3. learnings that decayed away (weights use the merged fields)
     for i, e in entries.items():
-        if e.kind != "learning" or e.id in removed:
+        if e.kind != "learning" or e.id in removed or e.always:  # a rule for every task is the person's to drop
             continue
         fields = updates.get(e.id, {}).get("fields", {})
         w = weight(int(fields.get("recurrence", e.recurrence)), fields.get("last_seen", e.last_seen), day, config)
@@ -256,6 +259,8 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
         if scope != e.scope:
             fields["scope"] = scope
         new = blocks.update_fields(block, fields, update.get("provenance"))
+        if update.get("always"):
+            new = blocks.with_always(block, True, new)
         home = target.setdefault((e.kind, scope_key(scope)), e.path)
         if home == e.path:
             edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)

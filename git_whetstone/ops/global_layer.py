@@ -85,7 +85,8 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
         first = min((e.first_seen for _, e in members if e.first_seen), default=None)
         new_id = target.add_block(lead.kind, lead.body, lead.scope,
                                   [p for _, e in members for p in e.provenance] + provenance, files,
-                                  recurrence=recurrence, first_seen=first)
+                                  recurrence=recurrence, first_seen=first,
+                                  always=any(e.always for _, e in members))
         target.commit(f"promote: add {new_id} ({lead.scope}) from {where}\n\n{lead.body}\n", files)
     done: list[Store] = []
     try:

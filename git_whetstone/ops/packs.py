@@ -61,6 +61,7 @@ class Item:
     last_seen: str | None = None
     provenance: tuple[str, ...] = ()
     where: str = ""
+    always: bool = False  # `- applies: always`: a rule for every task
 
     @property
     def label(self) -> str:
@@ -100,7 +101,7 @@ def store_items(store: Store) -> tuple[list[Item], list[str]]:
                     continue
                 seen[e.id] = where
                 items.append(Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen,
-                                  e.last_seen, tuple(e.provenance), where))
+                                  e.last_seen, tuple(e.provenance), where, e.always))
     return sorted(items, key=id_order), warnings
 
 
@@ -115,6 +116,8 @@ def canonical(item: Item) -> str:
         fields += [("recurrence", str(item.recurrence)), ("first_seen", item.first_seen or ""),
                    ("last_seen", item.last_seen or "")]
     fields.append(("scope", item.scope))
+    if item.always:
+        fields.append(("applies", blocks.ALWAYS))
     fields += [("provenance", blocks.encode_value(p)) for p in item.provenance]
     return blocks.render(item.id or "", item.title, fields, item.body)
 
@@ -372,6 +375,6 @@ def _item(block: blocks.Block, at: str, refuse: Callable[[str], WhetstoneError])
     learning = block.kind == "learning"
     return Item(block.id, block.kind, block.scope, block.body, block.title,
                 block.recurrence if learning else 1, block.get("first_seen"), block.get("last_seen"),
-                tuple(block.provenance), at)
+                tuple(block.provenance), at, block.always)
 
 

@@ -292,7 +292,8 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
         body, scope = clean_body(item.body), clean_scope(item.scope)
         step.new_id = ctx.add_block(item.kind, body, scope, provenance, pending, recurrence=item.recurrence,
                                     first_seen=item.first_seen if item.kind == "learning" else None,
-                                    last_seen=item.last_seen if item.kind == "learning" else None)
+                                    last_seen=item.last_seen if item.kind == "learning" else None,
+                                    always=item.always)
     added = [s for s in steps if s.action == "add"]
     reinforced = [s for s in steps if s.action == "reinforce"]
     if mode == "replace":
