@@ -328,22 +328,35 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
 
 def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[str, int]:
     """The scopes no returned entry came from, each with its count of entries (always-on ones
-    aside: those were all returned), nearest to the intent first, at most OTHER_SCOPES."""
-    found: dict[str, list] = {}  # scope key -> [display, count, relevance]
-    for li, layer in enumerate(layers):
+    aside: those were all returned), nearest to the intent first, at most OTHER_SCOPES. Counted
+    with numpy and looked at by name only for the nearest few (a store may hold thousands)."""
+    used = {layers[li].snap.scopes[int(layers[li].snap.scope_of[row])][1] for li, row in returned}
+    counts, nearest = [], {}  # nearest: scope key -> (relevance, display)
+    for layer in layers:
         snap = layer.snap
-        if not len(snap.scopes):
+        count = np.bincount(snap.scope_of[layer.learning | layer.issue], minlength=len(snap.scopes))
+        counts.append(count)
+        have = np.flatnonzero(count)
+        if not len(have):
             continue
-        counts = np.bincount(snap.scope_of[layer.learning | layer.issue], minlength=len(snap.scopes))
-        used = {int(snap.scope_of[row]) for lj, row in returned if lj == li}
-        for at in np.flatnonzero(counts).tolist():
+        take = OTHER_SCOPES * 2 + len(used)  # the same key under both kinds, and keys already used
+        if len(have) > take:
+            have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
+        for at in have.tolist():
             _, key, display = snap.scopes[at]
-            slot = found.setdefault(key, [display, 0, -2.0, False])
-            slot[1] += int(counts[at])
-            slot[2] = max(slot[2], float(layer.scope_relevance[at]))
-            slot[3] |= at in used
-    left = sorted((slot for slot in found.values() if not slot[3]), key=lambda slot: (-slot[2], slot[0]))
-    return {display: count for display, count, _, _ in left[:OTHER_SCOPES]}
+            relevance = float(layer.scope_relevance[at])
+            if key not in used and relevance > nearest.get(key, (-2.0, ""))[0]:
+                nearest[key] = (relevance, nearest.get(key, (0.0, display))[1])
+    chosen = sorted(nearest.items(), key=lambda item: (-item[1][0], item[1][1]))[:OTHER_SCOPES]
+    out = {}
+    for key, (_, display) in chosen:
+        total = 0
+        for layer, count in zip(layers, counts):
+            for kind in ("learning", "issue"):
+                at = layer.snap.scope_number.get((kind, key))
+                total += int(count[at]) if at is not None and at < len(count) else 0
+        out[display] = total
+    return out
 
 
 def layer_has(snap: Snapshot, name: str) -> bool:
