@@ -191,8 +191,8 @@ def clones(tmp_path: Path) -> tuple[Machine, Machine, Path]:
     return a, b, origin
 
 
-def test_a_plain_git_pull_merges_through_the_drivers_and_the_post_merge_hook(tmp_path: Path) -> None:
-    a, b, origin = clones(tmp_path)
+def both_capture(a: Machine, b: Machine) -> None:
+    """Three captures on each machine, minting L2, L3 and I2 on both sides."""
     for body, scope, kind in (("Band alternate rows in light grey", "color encoding", "learning"),
                               ("Bold the header row", "headers", "learning"),
                               ("Always put the source note under the table", "source notes", "issue")):
@@ -201,6 +201,11 @@ def test_a_plain_git_pull_merges_through_the_drivers_and_the_post_merge_hook(tmp
                               ("Sort rows by price, highest first", "sorting", "learning"),
                               ("Never put a border around the title", "corner radius", "issue")):
         b.learn(body, scope, kind)
+
+
+def test_a_plain_git_pull_merges_through_the_drivers_and_the_post_merge_hook(tmp_path: Path) -> None:
+    a, b, origin = clones(tmp_path)
+    both_capture(a, b)
     git(a.path, "push", "-q")
     proc = subprocess.run(["git", "pull", "-q", "--no-rebase", "--no-edit"], cwd=b.path, capture_output=True,
                           text=True)
@@ -245,14 +250,7 @@ def test_a_git_pull_rebase_re_mints_the_ids_both_sides_minted(tmp_path: Path) ->
     """`git pull --rebase` replays this machine's captures on top of the other's: git takes next_ids.json
     and the scope files through the drivers, and post-rewrite re-mints what both sides minted."""
     a, b, origin = clones(tmp_path)
-    for body, scope, kind in (("Band alternate rows in light grey", "color encoding", "learning"),
-                              ("Bold the header row", "headers", "learning"),
-                              ("Always put the source note under the table", "source notes", "issue")):
-        a.learn(body, scope, kind)
-    for body, scope, kind in (("Use a colorblind-safe palette for categories", "color encoding", "learning"),
-                              ("Sort rows by price, highest first", "sorting", "learning"),
-                              ("Never put a border around the title", "corner radius", "issue")):
-        b.learn(body, scope, kind)
+    both_capture(a, b)
     b.cli("recall", SKILL, "style the table")  # an index to follow the rewrite
     git(a.path, "push", "-q")
     proc = subprocess.run(["git", "pull", "-q", "--rebase"], cwd=b.path, capture_output=True, text=True)
