@@ -541,6 +541,7 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
         verb = {"dry_run": "would import", "committed": "imported", "unchanged": "nothing new from"}[r["status"]]
         click.echo(f"{r['skill']}: {verb} {r['source']} ({r['mode']}): {c['committed']} committed, "
                    f"{c['reinforced']} reinforced, {c['noop']} noop, {c['conflicts']} conflicts"
+                   + (f", {c['marked']} marked for every task" if c["marked"] else "")
                    + (f", {c['removed']} removed" if r["mode"] == "replace" else ""))
         for item in r["conflicts"]:
             other = item["conflicts_with"]

@@ -187,3 +187,70 @@ def test_the_mark_travels_with_a_rule_through_packs_the_global_layer_and_compact
     elsewhere = recall("another-skill", "Plan a trip to Rome")
     assert [(e["rule"], e["origin"], e["always"]) for e in elsewhere["learnings"]] == [
         ("End every statement with a semicolon.", "global", True)]
+
+
+def test_an_import_or_a_promote_that_meets_the_rule_unmarked_marks_it(store: Path, tmp_path: Path) -> None:
+    """The review's case: the rule is already in the target, unmarked; the pack's (or the skill's)
+    copy is marked. The mark is not lost: the target's copy takes it."""
+    from git_whetstone.ops.global_layer import promote
+    from git_whetstone.ops.share import export, import_pack
+
+    pack = tmp_path / "sql.tar.gz"
+    export(SKILL, str(pack))
+    capture("sql-copy", "issue", "Target the Postgres dialect whatever the warehouse.", "dialect")  # unmarked
+    result = import_pack("sql-copy", str(pack))
+    assert result["counts"]["marked"] == 1 and result["marked"][0]["rule"].startswith("Target the Postgres")
+    flags = {e["rule"]: e["always"] for e in recall("sql-copy", "a cat's name")["issues"]}
+    assert flags["Target the Postgres dialect whatever the warehouse."] is True
+    assert import_pack("sql-copy", str(pack))["status"] == "unchanged"  # idempotent
+    # the global layer already holds the rule, unmarked; the skill's marked copy is promoted into it
+    capture("__global__", "learning", "End every statement with a semicolon.", "statement endings")
+    promote(SKILL, "L4")
+    elsewhere = recall("another-skill", "Plan a trip to Rome")
+    assert [(e["rule"], e["always"]) for e in elsewhere["learnings"]] == [("End every statement with a semicolon.", True)]
+
+
+def test_supervised_asks_before_marking_an_issue_it_already_holds(store: Path, monkeypatch) -> None:
+    monkeypatch.setenv("WHETSTONE_SUPERVISION", "supervised")
+    before = tree_state(store)
+    asked = capture(SKILL, "issue", "Never write SELECT star in a saved query.", "column selection", always=True)
+    assert asked["status"] == "needs_confirmation" and "confirm='yes'" in asked["prompt"]
+    assert tree_state(store) == before
+    done = capture(SKILL, "issue", "Never write SELECT star in a saved query.", "column selection", always=True,
+                   confirm="yes")
+    assert done["status"] == "committed" and done["entry_id"] == "I1"
+
+
+def test_named_scopes_come_back_whole_and_a_rule_in_both_layers_once(store_root: Path, monkeypatch) -> None:
+    """A named scope's entries are returned on their own, not put through MMR against the intent's
+    matches (where they would lose); a rule held by the skill and by the global layer comes back
+    once, the skill's copy, whether either is marked."""
+    monkeypatch.setenv("WHETSTONE_SUPERVISION", "autonomous")
+    words = ["amber", "basil", "cedar", "delta", "ember", "fjord", "garnet", "harbor", "indigo", "juniper",
+             "kestrel", "lagoon", "meadow", "nutmeg"]
+    for word in words:
+        assert capture("big", "learning", f"Axis label fonts on {word} charts use the {word} style",
+                       "axis labels")["status"] == "committed"
+    for word in words[:6]:
+        assert capture("big", "learning", f"Put the legend of {word} stacked bars where {word} readers look",
+                       "legend placement")["status"] == "committed"
+    result = recall("big", "axis label fonts on the chart", learnings_k=3, scopes=["legend placement"])
+    legend = [e for e in result["learnings"] if e["scope"] == "legend placement"]
+    assert len(legend) == 6, result["learnings"]
+    assert "legend placement" not in result["other_scopes"]
+    # one rule in both layers: once, the skill's (marked in the skill, scoped in the global layer)
+    capture("big", "issue", "Never use a 3D chart.", "chart type", always=True)
+    capture("__global__", "issue", "Never use a 3D chart.", "chart type")
+    rules = [(e["rule"], e["origin"]) for e in recall("big", "a 3D chart type for the sales figures")["issues"]]
+    assert rules == [("Never use a 3D chart.", "skill")], rules
+    # and the other way round: scoped in the skill, marked in the global layer
+    capture("big2", "issue", "Never draw pie charts.", "chart type")
+    capture("__global__", "issue", "Never draw pie charts.", "pie charts", always=True)
+    rules = [(e["rule"], e["origin"]) for e in recall("big2", "draw pie charts of the market share")["issues"]]
+    assert rules.count(("Never draw pie charts.", "skill")) == 1 and ("Never draw pie charts.", "global") not in rules
+
+
+def test_a_scope_whose_only_returned_entry_is_always_on_is_still_listed(store: Path) -> None:
+    capture(SKILL, "learning", "Mention the dialect in a comment at the top.", "dialect")
+    result = recall(SKILL, "What is a good name for a cat?")
+    assert result["other_scopes"].get("dialect") == 1  # its always-on issue came back, not this learning

@@ -32,9 +32,11 @@ def fsck(*repos: Path) -> None:
 
 
 def learning(bid: str, body: str, *, recurrence: int = 1, first_seen: str = "2026-11-01",
-             last_seen: str = "2026-11-01", scope: str = "color encoding", provenance: tuple[str, ...] = ()) -> str:
+             last_seen: str = "2026-11-01", scope: str = "color encoding", provenance: tuple[str, ...] = (),
+             always: bool = False) -> str:
     fields = [("recurrence", str(recurrence)), ("first_seen", first_seen), ("last_seen", last_seen),
-              ("scope", scope)] + [("provenance", blocks.encode_value(p)) for p in provenance]
+              ("scope", scope)] + ([("applies", "always")] if always else []) + [
+              ("provenance", blocks.encode_value(p)) for p in provenance]
     return blocks.render(bid, blocks.derive_title(body), fields, body)
 
 
@@ -51,6 +53,24 @@ def test_both_reinforcements_and_every_provenance_line_are_kept() -> None:
     text, conflicts = merging.merge_scope(base, ours, theirs, "learnings/x.md")
     assert conflicts == [] and text == learning("L1", "Warm palette", recurrence=4, last_seen="2026-11-09",
                                                  provenance=("one", "a", "b"))
+
+
+def test_the_every_task_mark_merges_three_way() -> None:
+    """Marked on one side and reinforced on the other: both changes stay; unmarked on one side and
+    untouched on the other: the mark goes; minted on both sides, either side's mark holds."""
+    base = scope_text(learning("L1", "Warm palette"))
+    marked = scope_text(learning("L1", "Warm palette", always=True))
+    reinforced = scope_text(learning("L1", "Warm palette", recurrence=2, last_seen="2026-11-03"))
+    text, conflicts = merging.merge_scope(base, marked, reinforced, "learnings/x.md")
+    assert conflicts == [] and text == learning("L1", "Warm palette", recurrence=2, last_seen="2026-11-03", always=True)
+    text, _ = merging.merge_scope(marked, base, scope_text(learning("L1", "Warm palette", recurrence=2,
+                                                                  last_seen="2026-11-03", always=True)), "learnings/x.md")
+    assert text == learning("L1", "Warm palette", recurrence=2, last_seen="2026-11-03")
+    both = scope_text(learning("L1", "Warm palette", recurrence=2, last_seen="2026-11-03", always=True))
+    text, _ = merging.merge_scope(marked, both, both.replace("recurrence: 2", "recurrence: 3"), "learnings/x.md")
+    assert "- applies: always" in text
+    text, _ = merging.merge_scope("", marked, scope_text(learning("L1", "Warm palette")), "learnings/x.md")
+    assert "- applies: always" in text
 
 
 def test_a_body_edited_on_one_side_and_reinforced_on_the_other_keeps_both_changes() -> None:

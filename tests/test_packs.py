@@ -147,7 +147,7 @@ def test_round_trip_of_200_entries(store_root: Path, tmp_path: Path) -> None:
         before = tree_state(store_root / skill)
         again = ok("import", skill, str(pack))
         assert again["status"] == "unchanged" and again["commit"] is None
-        assert again["counts"] == {"committed": 0, "reinforced": 0, "noop": 200, "conflicts": 0, "removed": 0}
+        assert again["counts"] == {"committed": 0, "reinforced": 0, "noop": 200, "conflicts": 0, "marked": 0, "removed": 0}
         assert tree_state(store_root / skill) == before
 
 
@@ -177,7 +177,7 @@ def test_merge_reinforces_once_per_source_skips_conflicts_and_is_idempotent(stor
 
     head = git(mine, "rev-parse", "HEAD").stdout
     result = ok("import", "mine", str(pack))
-    assert result["counts"] == {"committed": 1, "reinforced": 1, "noop": 1, "conflicts": 1, "removed": 0}
+    assert result["counts"] == {"committed": 1, "reinforced": 1, "noop": 1, "conflicts": 1, "marked": 0, "removed": 0}
     assert result["reinforced"][0]["id"] == "L1" and result["reinforced"][0]["recurrence"] == 2
     assert result["conflicts"][0]["conflicts_with"]["id"] == "L2"
     assert result["noop"][0] == {"id": "I1", "from": "I1", "reason": "an issue already says this"}

@@ -153,9 +153,12 @@ def combine(base: Block | None, ours: Block, theirs: Block) -> Outcome:
         last = max(ours.get("last_seen") or "", theirs.get("last_seen") or "")
         meta += [("recurrence", str(max(1, count))), ("first_seen", first), ("last_seen", max(last, first))]
     provenance = _provenance(base, ours, theirs)
+    # the every-task mark three-way: a side that changed it wins; minted on both, either side's mark holds
+    always, _ = _three(base and base.always, ours.always, theirs.always)
+    applies = [("applies", blocks.ALWAYS)] if (ours.always or theirs.always if always is None else always) else []
 
     def render(title: str, body: str, scope_value: str) -> str:
-        fields = meta + [("scope", scope_value)] + [("provenance", p) for p in provenance]
+        fields = meta + [("scope", scope_value)] + applies + [("provenance", p) for p in provenance]
         return blocks.render(ours.id, title, fields, body).rstrip("\n")
 
     if ok_body and ok_scope:

@@ -159,6 +159,9 @@ def _same(ctx: Context, kind: str, body: str, old: Entry, said_by: str, said: An
     """The new rule is `old` again: reinforce a learning, leave an issue, harden a learning the
     caller now states as an issue (after asking); mark it for every task when the caller says so."""
     if old.kind == "issue" and every and not old.always:
+        if ctx.config.supervision == "supervised" and said.verb not in ("yes", "same"):
+            return ask(f"{old.id} ({old.scope}) already says this: \"{blocks.derive_title(old.body)}\". Repeat with "
+                       f"confirm='yes' to mark it as a rule for every task.", similar_to=brief(old))
         return mark(ctx, old, True, verb="capture")
     if old.kind == "issue":
         return Outcome("noop", old.id, confirmation=f"Whetstone already has this as {old.id} ({old.scope}); "

@@ -77,8 +77,11 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
     if same is not None:  # the global layer already says it: strengthen that entry, add no copy
         text, block = target.block(same)
         changes = {"recurrence": str(same.recurrence + recurrence), "last_seen": day} if learning else {}
+        changed = blocks.update_fields(block, changes, provenance)
+        if any(e.always for _, e in members) and not same.always:  # a rule for every task stays one
+            changed = blocks.with_always(block, True, changed)
         target.commit(f"promote: reinforce {same.id} ({same.scope}) from {where}\n\n{same.body}\n",
-                      {same.path: blocks.replace(text, block, blocks.update_fields(block, changes, provenance))})
+                      {same.path: blocks.replace(text, block, changed)})
         new_id = same.id
     else:
         files: dict[str, str | None] = {}

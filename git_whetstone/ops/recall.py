@@ -46,6 +46,7 @@ MMR_LAMBDA = 0.75
 MMR_POOL = 200
 NEAR_DUPLICATE = 0.9  # cosine at which a candidate only repeats a learning already picked
 OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
+NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted in omitted)
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 
 HOW_TO_USE = (
@@ -180,7 +181,7 @@ class Layer:
         self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
         keys = {scope_key(name) for name in named}
-        wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys]
+        wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(len(scoped), bool)
 
     def best(self) -> np.ndarray:
@@ -193,12 +194,12 @@ class Layer:
     def keep_near(self, floor: np.ndarray) -> None:
         """Only entries within the band of the best match for some clause stay hits: each part of
         a many-sided intent brings its own best matches, not just the part that matched best.
-        Entries of the scopes the caller named are hits whatever their score."""
+        Entries of the scopes the caller named are returned on their own, after these."""
         near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
-        self.learn_hit = (self.learn_hit & near) | (self.named & self.learning)
-        self.issue_hit = (self.issue_hit & near) | (self.named & self.issue)
+        self.learn_hit &= near & ~self.named
+        self.issue_hit &= near & ~self.named
 
     def shown_id(self, row: int) -> str:
         entry = self.snap.entries[row]
@@ -275,13 +276,14 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         layer.keep_near(floor)
     learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
     issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
-    # A global entry that says what a matched skill entry says is not repeated: the skill's wins.
-    for pool in (learn, issue):
-        _drop_repeats(pool, learn, issue, skill, config)
+    every = Pool(layers, [np.flatnonzero(layer.always) for layer in layers])
+    named = Pool(layers, [np.flatnonzero(layer.named) for layer in layers])
+    # A global entry that says what a skill entry returned says is not repeated: the skill's wins.
+    for pool in (learn, issue, every, named):
+        _drop_repeats(pool, [learn, issue, every, named], skill, config)
     ranked = Ranked()
 
     # every always-on entry, nearest to the intent first, up to always_k
-    every = Pool(layers, [np.flatnonzero(layer.always) for layer in layers])
     always = [every.refs[i] for i in every.order(every.column("relevance"))]
     kept = always[:config.always_k]
     for li, row in always[config.always_k:]:
@@ -293,7 +295,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         ranked.omitted["learnings"] += len(learn.refs) - len(chosen)
     else:
         chosen = []
-    if not learn.refs and not issue.refs and not always:
+    if not learn.refs and not issue.refs and not always and not named.refs:
         # nothing matched and no rule holds for every task: the single nearest issue (or the
         # strongest learning), flagged, so a vague intent is not met with nothing at all
         issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
@@ -307,6 +309,11 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     order = issue.order(issue.column("relevance"), config.issues_k)
     ranked.omitted["issues"] += max(0, len(issue.refs) - config.issues_k)
     issues = [issue.refs[i] for i in order]
+    # every entry of the scopes the caller named, nearest first, up to NAMED_K
+    fetched = [named.refs[i] for i in named.order(named.column("relevance"))]
+    for li, row in fetched[NAMED_K:]:
+        ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
+    fetched = fetched[:NAMED_K]
 
     def shown(li: int, row: int, is_always: bool) -> dict[str, Any]:
         layer, e = layers[li], layers[li].snap.entries[row]
@@ -320,9 +327,11 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         (ranked.learnings if layers[li].snap.is_learning[row] else ranked.issues).append(shown(li, row, True))
     ranked.learnings += [shown(li, row, False) for li, row in chosen]
     ranked.issues += [shown(li, row, False) for li, row in issues]
-    returned = [*kept, *chosen, *issues]
-    ranked.conflicts = _conflicts(layers, returned, config)
-    ranked.other_scopes = _other_scopes(layers, returned)
+    for li, row in fetched:
+        (ranked.learnings if layers[li].snap.is_learning[row] else ranked.issues).append(shown(li, row, False))
+    matched = [*chosen, *issues, *fetched]
+    ranked.conflicts = _conflicts(layers, [*kept, *matched], config)
+    ranked.other_scopes = _other_scopes(layers, matched)  # an always-on entry says nothing of its scope's others
     return ranked
 
 
@@ -365,13 +374,14 @@ def layer_has(snap: Snapshot, name: str) -> bool:
     return any(k == key for _, k, _ in snap.scopes)
 
 
-def _drop_repeats(pool: Pool, learn: Pool, issue: Pool, skill: Layer | None, config: Config) -> None:
+def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Config) -> None:
+    """Drop from `pool` the global entries the judge is sure say what a skill entry in `pools` says."""
     if skill is None or not pool.refs:
         return
     theirs = np.flatnonzero(pool.layer != 0)
     if not len(theirs):
         return
-    mine = [(v, layer_row) for p in (learn, issue) for v, layer_row in zip(p.vectors, p.refs) if layer_row[0] == 0]
+    mine = [(v, layer_row) for p in pools for v, layer_row in zip(p.vectors, p.refs) if layer_row[0] == 0]
     if not mine:
         return
     sims = pool.vectors[theirs] @ np.stack([v for v, _ in mine]).T

@@ -102,9 +102,10 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     recurrence = entry.recurrence if entry.kind == "learning" else None  # what the entry has now
     if action in MARKS:
         if ctx.config.supervision == "supervised" and said.verb != "yes" and entry.always != (action == "always"):
+            what = "as a rule for every task" if action == "always" else "(recalled when a task is about its scope)"
             return ask(f"Confirm: {'mark' if action == 'always' else 'unmark'} {entry.id} "
-                       f"(\"{blocks.derive_title(entry.body)}\") {'as a rule for every task' if action == 'always' else ''}"
-                       f". Repeat the call with confirm='yes'.", entry.id, recurrence)
+                       f"(\"{blocks.derive_title(entry.body)}\") {what}. Repeat the call with confirm='yes'.",
+                       entry.id, recurrence)
         return mark(ctx, entry, action == "always", verb="revise")
 
     if action == "promote" and said.verb == "no":

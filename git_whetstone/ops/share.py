@@ -106,6 +106,7 @@ class Step:
     target: Entry | None = None
     reason: str = ""
     bump: bool = False      # a reinforce that raises the recurrence (once per entry per import)
+    mark: bool = False      # the pack says the rule holds for every task; the store's copy does not yet
     new_id: str | None = None
     similar: list[dict[str, Any]] = field(default_factory=list)  # look-alikes the judge was unsure of
 
@@ -155,7 +156,7 @@ def import_pack(skill: str, source: str, mode: str = "merge", dry_run: bool = Fa
                 tick()
         result["warnings"] = list(ctx.snap.warnings) + store.warnings
         # (a noop that only records its marker always rides along with a reinforcement)
-        if not dry_run and (removed or any(s.action in ("add", "reinforce") for s in steps)):
+        if not dry_run and (removed or any(s.action in ("add", "reinforce") or s.mark for s in steps)):
             _apply(ctx, steps, removed, label, day, mode, tick)
             result["commit"] = store.head()
     return {**result, **_summary(steps, removed, result["commit"], dry_run)}
@@ -200,8 +201,14 @@ def _plan_merge(ctx: Context, live: list[Entry], items: list[Item], origin: str,
         same_rule.setdefault(rule_hash(e.kind, e.scope, e.body), []).append(e)
     steps: list[Step] = []
     bumped: set[str] = set()
+    marked: set[str] = set()
     for item in items:
-        steps.append(_judge(ctx, item, marker(origin, item), markers, same_rule, fmt, bumped))
+        step = _judge(ctx, item, marker(origin, item), markers, same_rule, fmt, bumped)
+        if item.always and step.target is not None and not step.target.always and step.action in ("noop", "reinforce") \
+                and step.reason != "imported before" and step.target.id not in marked:
+            step.mark = True  # the store's copy takes the mark: a rule for every task stays one
+            marked.add(step.target.id)
+        steps.append(step)
         tick()
     return steps
 
@@ -268,7 +275,7 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
                 pending[ctx.store.rel(path)] = None
     touched: dict[str, list[Step]] = {}
     for step in steps:
-        if step.target is not None and (step.action == "reinforce" or step.reason == _ALSO):
+        if step.target is not None and (step.action == "reinforce" or step.reason == _ALSO or step.mark):
             touched.setdefault(step.target.id, []).append(step)
     for entry_id, group in touched.items():
         entry = group[0].target
@@ -279,6 +286,8 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
         changes = {"recurrence": str(block.recurrence + 1), "last_seen": max(stamp, block.get("last_seen") or "")}
         lines = [f"{stamp} — reinforced by import from {named(s.item)} ({s.marker})" for s in group]
         new = blocks.update_fields(block, changes if any(s.bump for s in group) else {}, lines)
+        if any(s.mark for s in group):
+            new = blocks.with_always(block, True, new)
         pending[entry.path] = blocks.replace(text, block, new)
         for s in group:
             s.new_id = entry_id
@@ -303,6 +312,7 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
     lines = [f"- remove {i}" for i in removed]
     lines += [f"- add {s.new_id} ({s.item.scope}) from {named(s.item)}" for s in added]
     lines += [f"- reinforce {s.new_id} ({s.target.scope}) from {named(s.item)}" for s in reinforced]
+    lines += [f"- mark {s.new_id} ({s.target.scope}) for every task, as {named(s.item)} is" for s in steps if s.mark]
     ctx.commit(subject + "\n\n" + "\n".join(lines) + "\n",
                {rel: (text if text and text.strip() else None) for rel, text in pending.items()})
 
@@ -310,10 +320,14 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
 def _summary(steps: list[Step], removed: list[str], commit: str | None, dry_run: bool) -> dict[str, Any]:
     """What an import did with each item, as its JSON reports it: the lists, their counts, the
     status, and the commit (only when something was committed)."""
-    lists: dict[str, list[Any]] = {"committed": [], "reinforced": [], "noop": [], "conflicts": [], "similar": []}
+    lists: dict[str, list[Any]] = {"committed": [], "reinforced": [], "noop": [], "conflicts": [], "similar": [],
+                                   "marked": []}
     for step in steps:
         item = step.item
         source = {"from": item.label, "kind": item.kind, "scope": item.scope, "rule": item.body}
+        if step.mark:  # the store's copy now holds for every task, as the imported one does
+            lists["marked"].append({"id": step.target.id, "from": item.label, "scope": step.target.scope,
+                                    "rule": step.target.body})
         if step.action == "add":
             lists["committed"].append({"id": step.new_id, **source})
             if step.similar:  # kept beside look-alikes the judge could not tell apart: for a person to settle
@@ -327,8 +341,9 @@ def _summary(steps: list[Step], removed: list[str], commit: str | None, dry_run:
         else:
             lists["conflicts"].append({**source, "conflicts_with": {
                 "id": step.target.id, "rule": step.target.body, "scope": step.target.scope}, "reason": step.reason})
-    counts = {key: len(lists[key]) for key in ("committed", "reinforced", "noop", "conflicts")} | {"removed": len(removed)}
-    changes = counts["committed"] + counts["reinforced"] + len(removed)
+    counts = {key: len(lists[key]) for key in ("committed", "reinforced", "noop", "conflicts", "marked")} | {
+        "removed": len(removed)}
+    changes = counts["committed"] + counts["reinforced"] + counts["marked"] + len(removed)
     status = "dry_run" if dry_run else ("committed" if commit and changes else "unchanged")
     return {"status": status, "commit": commit if status == "committed" else None, **lists, "removed": removed,
             "counts": counts}
