@@ -46,7 +46,7 @@ DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     # all-MiniLM-L6-v2
     "sentence-transformers": {
         "candidate": 0.25, "dedup": 0.50, "grey": 0.33, "conflict": 0.60, "scope": 0.40, "scope_merge": 0.90,
-        "learning_cutoff": 0.20, "issue_cutoff": 0.20, "band": 0.12,
+        "learning_cutoff": 0.25, "issue_cutoff": 0.25, "band": 0.12,
     },
 }
 
