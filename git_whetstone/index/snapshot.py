@@ -262,3 +262,4 @@ class Snapshot(Columns):
             gone = at[empty]
             self._centroids[gone] = 0
             self._phrases[gone] = 0
+        self.scopes_changed(at)

@@ -27,6 +27,7 @@ from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
+from ..index import scan
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge
 from ..semantics.words import content_words
@@ -126,25 +127,72 @@ def _row_max(scores: np.ndarray) -> np.ndarray:
     return best
 
 
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float) -> np.ndarray:
+    """The rows whose exact scores could change recall's answer, found from the compact vectors
+    (`scan`: every approximate score within ±`slack` of the exact one). A row matters only if it
+    can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
+    can reach that clause's floor). Rows that surely clear their cutoff give each clause a best it
+    cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
+    three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
+    may be the fallback: every possible hit is kept, and the issues that could be the nearest."""
+    approx, slack = snap.approximate(queries, SCOPE_SHARE)  # clauses × rows
+    slack = np.float32(slack)
+    top = approx.max(axis=0)
+    maybe = top + slack >= cutoff
+    sure = top - slack >= cutoff
+    if sure.any():
+        low = np.max(approx, axis=1, where=sure, initial=-np.inf) - slack  # each clause's best is at least this
+        floor = np.maximum(low - band, low.max() - 3 * band)
+        near = approx[0] >= floor[0] - slack
+        for j in range(1, len(floor)):
+            near |= approx[j] >= floor[j] - slack
+        return np.flatnonzero(maybe & near)
+    issue = np.isfinite(cutoff) & ~snap.is_learning
+    nearest = np.max(top, where=issue, initial=-np.inf) - slack
+    return np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+
+
 class Layer:
-    """One store's scores for an intent: the skill's own store, or the global layer."""
+    """One store's scores for an intent: the skill's own store, or the global layer.
+
+    In a big store only the rows that could be returned are scored exactly (`candidates`): the
+    arrays over rows hold their scores and nothing for the rest (relevance -inf, never a hit), and
+    `per_clause` has one line per candidate (`rows`)."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config) -> None:
         self.origin, self.snap = origin, snap
-        scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
-        # rows × clauses: how close each entry is to each part of the intent
-        self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
         self.learning = snap.alive & snap.is_learning
         self.issue = snap.alive & ~snap.is_learning
         self.weight = np.where(self.learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
-        self.relevance = _row_max(self.per_clause)
+        cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
+        cutoff[~snap.alive] = np.inf
+        path = scan.kernel(snap.size, config.vector_scan)
+        if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
+            self.rows = candidates(snap, queries, cutoff, config.threshold("band"))
+            # candidates × clauses: how close each is to each part of the intent, in float32
+            at = snap.scope_of[self.rows]
+            scopes = np.zeros(len(snap.scopes), bool)
+            scopes[at] = True
+            scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
+            place = np.empty(len(snap.scopes), np.intp)
+            place[scopes] = np.arange(len(scopes))
+            scope_level = np.maximum(snap.centroids[scopes] @ queries.T, snap.phrases[scopes] @ queries.T)
+            self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
+                               + (1 - SCOPE_SHARE) * (snap.vectors[self.rows] @ queries.T))
+        else:  # every row, exactly
+            self.rows = np.arange(snap.size)
+            scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
+            self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
+        relevance = _row_max(self.per_clause)
+        self.relevance = np.full(snap.size, -np.inf, relevance.dtype)
+        self.relevance[self.rows] = relevance
         self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
 
     def best(self) -> np.ndarray:
         """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
-        hits = self.learn_hit | self.issue_hit
+        hits = (self.learn_hit | self.issue_hit)[self.rows]
         if not hits.any():
             return np.full(self.per_clause.shape[1], -1.0)
         return self.per_clause[hits].max(axis=0)
@@ -155,8 +203,10 @@ class Layer:
         near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
-        self.learn_hit &= near
-        self.issue_hit &= near
+        kept = np.zeros(self.snap.size, bool)
+        kept[self.rows] = near
+        self.learn_hit &= kept
+        self.issue_hit &= kept
 
     def shown_id(self, row: int) -> str:
         entry = self.snap.entries[row]
