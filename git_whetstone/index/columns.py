@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from .scan import Queries, halve, numkong, quantise
+from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 
 
 class Columns:
@@ -22,7 +22,7 @@ class Columns:
         self._vectors = np.zeros((max(capacity, 16), dim), np.float32)
         self._codes = np.zeros((len(self._vectors), dim), np.int8)
         self._scales = np.zeros(len(self._vectors), np.float32)
-        self.residual = 0.0  # the largest quantisation residual of any row ever added (scan.dots)
+        self._residuals = np.zeros(len(self._vectors), np.float32)  # each row's quantisation error (scan)
         self._alive = np.zeros(len(self._vectors), bool)
         self._learning = np.zeros(len(self._vectors), bool)
         self._recurrence = np.zeros(len(self._vectors), np.int64)
@@ -105,10 +105,10 @@ class Columns:
                 self._asked = True
                 return False
             if self._coded < self.size:
-                codes, scales, residual = quantise(self._vectors[self._coded:self.size])
+                codes, scales, residuals = quantise(self._vectors[self._coded:self.size])
                 self._codes[self._coded:self.size] = codes
                 self._scales[self._coded:self.size] = scales
-                self.residual = max(self.residual, residual)
+                self._residuals[self._coded:self.size] = residuals
                 self._coded = self.size
             at = np.concatenate(self._stale_scopes)
             self._stale_scopes = []
@@ -123,11 +123,11 @@ class Columns:
         if len(at):
             self._stale_scopes.append(at)
 
-    def approximate(self, queries: np.ndarray, share: float) -> tuple[np.ndarray, float]:
+    def approximate(self, queries: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
         """Clauses × rows: `share` × the closer of the row's scope phrase and centroid, plus the
         rest × the row's own vector, each against each clause (recall's relevance), computed from
-        the compact copies (`scan`); and a bound on every element's error. The array is scratch
-        space, valid until the next call."""
+        the compact copies (`scan`); and a bound on the error of each row's elements. The array is scratch
+        space, valid until the next call; so is the bound, one per row."""
         self.compact_ready(now=True)
         q = Queries(queries)
         c, n = len(queries), self.size
@@ -151,8 +151,29 @@ class Columns:
         for j in range(c):
             np.take(scope[j], scope_of, out=gathered)
             out[j] += gathered
-        slack = (1 - share) * q.delta(self.residual) + share * q.delta(self.scope_residual, half=True)
+        slack = self._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
+        np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
+        slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))
         return out, slack
+
+    ROW_ARRAYS = ("vectors", "codes", "scales", "residuals", "alive", "learning", "recurrence", "last_seen",
+                  "scope_of", "id_key")
+    SCOPE_ARRAYS = ("phrases", "centroids", "phrases16", "centroids16")
+
+    def image_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays in use, by name, for an image (`image.write`); the compact copies up to date."""
+        self.compact_ready(now=True)
+        size, scopes = self.size, len(self.scopes)
+        return {**{name: getattr(self, f"_{name}")[:size] for name in self.ROW_ARRAYS},
+                **{name: getattr(self, f"_{name}")[:scopes] for name in self.SCOPE_ARRAYS}}
+
+    def adopt(self, arrays: dict[str, np.ndarray], size: int, scope_residual: float) -> None:
+        """Take `arrays` (as `image_arrays` names them, e.g. mapped from an image) as the columns
+        of `size` rows. They are used as they are: growing copies them, as it copies any array."""
+        for name in (*self.ROW_ARRAYS, *self.SCOPE_ARRAYS):
+            setattr(self, f"_{name}", arrays[name])
+        self.size = self._coded = size
+        self.scope_residual = scope_residual
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         size = int(np.prod(shape))
@@ -166,7 +187,7 @@ class Columns:
         if need <= len(self._vectors):
             return
         cap = max(need, len(self._vectors) * 3 // 2)
-        for name in ("_vectors", "_codes", "_scales", "_alive", "_learning", "_recurrence", "_last_seen", "_scope_of", "_id_key"):
+        for name in ("_vectors", "_codes", "_scales", "_residuals", "_alive", "_learning", "_recurrence", "_last_seen", "_scope_of", "_id_key"):
             old = getattr(self, name)
             new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old

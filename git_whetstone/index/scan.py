@@ -4,8 +4,8 @@ Every row of the snapshot also has an 8-bit copy, scaled per vector (`codes`, `s
 of the bytes of float32, so a pass over 100,000 rows reads 25 MB instead of 100. `numkong` (a
 maintained SIMD library, the successor of simsimd) multiplies them with the intent's clauses, also
 in 8 bits, with integer accumulation. The result is approximate, but with a bound that holds for
-every row: |v·q − approx| ≤ `delta`, from the largest quantisation residual of any row and the
-query's own. Recall uses the bound to keep only the rows that could matter and scores those again
+every row: |v·q − approx| ≤ `delta`, from the row's quantisation residual and the query's own.
+Recall uses the bound to keep only the rows that could matter and scores those again
 exactly, in float32 (`ops.recall`), so its answers are the same as scoring every row exactly.
 
 Without numkong, or for a small store, the plain path runs: every row scored in float32 by numpy's
@@ -61,15 +61,16 @@ def describe(choice: str = "auto") -> str:
             f"(numpy float32 below)")
 
 
-def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, float]:
+def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each row as int8 codes times one float32 scale (its largest component maps to ±127), and the
-    largest L2 norm of a row's residual (v − scale·codes), the error bound's part from the rows."""
+    L2 norm of each row's residual (v − scale·codes): the rows' part of the error bound."""
     if not len(vectors):
-        return np.zeros(vectors.shape, np.int8), np.zeros(0, np.float32), 0.0
+        return np.zeros(vectors.shape, np.int8), np.zeros(0, np.float32), np.zeros(0, np.float32)
     peak = np.abs(vectors).max(axis=1)
     scales = np.where(peak > 0, peak / 127, 1).astype(np.float32)
     codes = np.rint(vectors / scales[:, None]).astype(np.int8)
-    return codes, scales, _largest_norm(vectors - codes.astype(np.float32) * scales[:, None])
+    residual = vectors - codes.astype(np.float32) * scales[:, None]
+    return codes, scales, np.sqrt(np.einsum("ij,ij->i", residual, residual)).astype(np.float32)
 
 
 def halve(vectors: np.ndarray) -> tuple[np.ndarray, float]:
@@ -90,7 +91,8 @@ class Queries:
     def __init__(self, queries: np.ndarray) -> None:
         nk = numkong()
         first, self.first, _ = quantise(queries)
-        second, self.second, self.residual = quantise(queries - first.astype(np.float32) * self.first[:, None])
+        second, self.second, residuals = quantise(queries - first.astype(np.float32) * self.first[:, None])
+        self.residual = float(residuals.max()) if len(residuals) else 0.0
         self.packed = nk.dots_pack(np.concatenate([first, second]))
         half, self.half_residual = halve(queries)
         self.packed_half = nk.dots_pack(half)
@@ -114,8 +116,8 @@ class Queries:
         raw = np.asarray(numkong().dots_packed(half, self.packed_half))
         return np.ascontiguousarray(raw.T, dtype=np.float32)
 
-    def delta(self, residual: float, half: bool = False) -> float:
-        """A bound on every element's error of `dots` (or `dots_half`) over rows whose largest
-        residual is `residual`. For unit rows v and queries q, v̂ and q̂ what the kernel reads:
-        |v·q − v̂·q̂| ≤ |v − v̂|·|q| + |v̂|·|q − q̂|, where |v̂| ≤ |v| + |v − v̂|."""
+    def delta(self, residual, half: bool = False):
+        """A bound on the error of `dots` (or `dots_half`) for rows whose residual is `residual`
+        (a number, or an array of them). For unit rows v and queries q, v̂ and q̂ what the kernel
+        reads: |v·q − v̂·q̂| ≤ |v − v̂|·|q| + |v̂|·|q − q̂|, where |v̂| ≤ |v| + |v − v̂|."""
         return residual * self.norm + (1 + residual) * (self.half_residual if half else self.residual) + EPS

@@ -129,26 +129,27 @@ def _row_max(scores: np.ndarray) -> np.ndarray:
 
 def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float) -> np.ndarray:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
-    (`scan`: every approximate score within ±`slack` of the exact one). A row matters only if it
+    (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
     can reach that clause's floor). Rows that surely clear their cutoff give each clause a best it
     cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
     three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
     may be the fallback: every possible hit is kept, and the issues that could be the nearest."""
-    approx, slack = snap.approximate(queries, SCOPE_SHARE)  # clauses × rows
-    slack = np.float32(slack)
+    approx, slack = snap.approximate(queries, SCOPE_SHARE)  # clauses × rows, and each row's bound
     top = approx.max(axis=0)
     maybe = top + slack >= cutoff
     sure = top - slack >= cutoff
     if sure.any():
-        low = np.max(approx, axis=1, where=sure, initial=-np.inf) - slack  # each clause's best is at least this
+        low = np.max(approx - slack, axis=1, where=sure, initial=-np.inf)  # each clause's best is at least this
         floor = np.maximum(low - band, low.max() - 3 * band)
-        near = approx[0] >= floor[0] - slack
+        reach = approx[0] + slack
+        near = reach >= floor[0]
         for j in range(1, len(floor)):
-            near |= approx[j] >= floor[j] - slack
+            np.add(approx[j], slack, out=reach)
+            near |= reach >= floor[j]
         return np.flatnonzero(maybe & near)
     issue = np.isfinite(cutoff) & ~snap.is_learning
-    nearest = np.max(top, where=issue, initial=-np.inf) - slack
+    nearest = np.max(top - slack, where=issue, initial=-np.inf)
     return np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
 
 
