@@ -7,6 +7,8 @@ deleted), entry by entry, array by array, and recall's answers.
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -39,10 +41,17 @@ def _cold(config, path):
 
 
 def _answers(config) -> list[dict]:
+    """Recall's answers, each from a new process's snapshot; the 8-bit scan (which reads rows from
+    the image file) and float32 everywhere must agree."""
     out = []
     for intent in INTENTS:
-        freshness.LIVE.clear()
-        out.append({k: v for k, v in recall_op.recall("big", intent, config=config).items() if k != "run_id"})
+        answers = []
+        for way in ("int8", "numpy"):
+            freshness.LIVE.clear()
+            result = recall_op.recall("big", intent, config=dataclasses.replace(config, vector_scan=way))
+            answers.append({k: v for k, v in result.items() if k != "run_id"})
+        assert answers[0] == answers[1], intent
+        out.append(answers[0])
     return out
 
 

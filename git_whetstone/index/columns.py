@@ -39,6 +39,7 @@ class Columns:
         self._stale_scopes: list[np.ndarray] = []           # scopes whose float16 copy is out of date
         self._asked = False                                # a scan was asked for before
         self._scratch: dict[str, np.ndarray] = {}         # reused by `approximate`: no page faults per call
+        self.row_reader = None                             # an image's reader of its first rows (image.Rows)
         self._results: dict[tuple[int, int], object] = {}  # numkong's output tensors, by shape
 
     # --- views ----------------------------------------------------------------------------------
@@ -97,12 +98,14 @@ class Columns:
 
     def compact_ready(self, now: bool = False) -> bool:
         """Whether the compact copies are up to date for a scan, bringing them up to date when
-        `now`, or when a scan was asked for before: making them costs about as much as one float32
-        pass over every row, so a process that recalls once (the command line) does not pay it,
-        and one that recalls again (the server) pays it once, then only for rows that change."""
+        that is cheap (a few rows and scopes changed), when `now`, or when a scan was asked for
+        before: copying every row costs about as much as one float32 pass over them, so a process
+        that recalls once from index.sqlite (the command line) does not pay it, and one that
+        recalls again (the server) pays it once, then only for rows that change. A snapshot
+        mapped from an image comes with its copies."""
         if self._coded < self.size or self._stale_scopes:
-            if not (now or self._asked):
-                self._asked = True
+            if not (now or self._asked) and self.size - self._coded > max(4096, self.size // 8):
+                self._asked = True  # many rows to copy (a snapshot just loaded from index.sqlite)
                 return False
             if self._coded < self.size:
                 codes, scales, residuals = quantise(self._vectors[self._coded:self.size])
@@ -155,6 +158,28 @@ class Columns:
         np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
         slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))
         return out, slack
+
+    def vectors_of(self, rows) -> np.ndarray:
+        """`vectors[rows]`, read from the image file when the snapshot maps one (`row_reader`), so
+        scoring a few thousand scattered rows keeps the mapped matrix cold."""
+        reader = self.row_reader
+        rows = np.asarray(rows, np.intp)
+        if reader is None:
+            return self.vectors[rows]
+        if len(rows) > 1 and (np.diff(rows) < 0).any():
+            order = np.argsort(rows, kind="stable")
+            out = np.empty((len(rows), self.dim), np.float32)
+            out[order] = self.vectors_of(rows[order])
+            return out
+        out = np.empty((len(rows), self.dim), np.float32)
+        mapped = int(np.searchsorted(rows, reader.count))
+        try:
+            reader.read(rows[:mapped], out[:mapped])
+        except OSError:  # the file went away under us: the mapping still holds every row
+            self.row_reader = None
+            return self.vectors[rows]
+        out[mapped:] = self.vectors[rows[mapped:]]
+        return out
 
     ROW_ARRAYS = ("vectors", "codes", "scales", "residuals", "alive", "learning", "recurrence", "last_seen",
                   "scope_of", "id_key")

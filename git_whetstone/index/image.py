@@ -29,10 +29,11 @@ from .snapshot import Snapshot
 
 NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
 MAGIC = b"whetstone snapshot\n"
-VERSION = 2
+VERSION = 3
 ALIGN = 64
 IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
+SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
 
 
 def read(root: Path, identity: str, dim: int) -> Snapshot | None:
@@ -42,20 +43,56 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
             if os.fstat(file.fileno()).st_size < len(MAGIC) + 8:
                 return None
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
-        if hasattr(mapped, "madvise") and hasattr(mmap, "MADV_RANDOM"):
-            # recall reads a few thousand scattered float32 rows: map those pages, not their neighbours
-            mapped.madvise(mmap.MADV_RANDOM)
+            reader = Rows(os.dup(file.fileno()))
     except (OSError, ValueError):
         return None
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of small objects, none of them garbage: no collection passes
     try:
-        return _restore(mapped, identity, dim)
+        snap = _restore(mapped, identity, dim)
     except (ValueError, KeyError, TypeError, IndexError):
-        return None
+        snap = None
     finally:
         if collecting:
             gc.enable()
+    if snap is not None:
+        offset, _, _ = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + int.from_bytes(
+            mapped[len(MAGIC):len(MAGIC) + 8], "little")])["arrays"]["vectors"]
+        reader.place(offset, snap.size, dim)
+        snap.row_reader = reader
+    return snap
+
+
+class Rows:
+    """Float32 rows read from the image with pread, not through the mapping: touching a mapped
+    row maps the pages around it too (the kernel's fault-around), so scoring a few thousand
+    scattered rows exactly would make most of the matrix resident in a long-lived process."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.offset, self.count, self.width = fd, 0, 0, 0
+
+    def place(self, offset: int, count: int, dim: int) -> None:
+        self.offset, self.count, self.width = offset, count, dim * 4
+
+    def read(self, rows: np.ndarray, out: np.ndarray) -> None:
+        """Rows `rows` (ascending, all below `count`) into `out`, one read per run of neighbours."""
+        if not len(rows):
+            return
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = np.concatenate(([0], breaks)).tolist()
+        ends = np.concatenate((breaks, [len(rows)])).tolist()
+        first = rows[starts].tolist()
+        view = memoryview(out).cast("B")
+        for a, b, row in zip(starts, ends, first):
+            want = (b - a) * self.width
+            if os.preadv(self.fd, [view[a * self.width:b * self.width]], self.offset + row * self.width) != want:
+                raise OSError("the snapshot image was cut short")
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
 
 
 def _restore(mapped: mmap.mmap, identity: str, dim: int) -> Snapshot | None:
@@ -112,11 +149,17 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     header = {"version": VERSION, "identity": identity, "dim": snap.dim, "size": snap.size, "dead": snap.dead,
               "scopes": snap.scopes, "files": files, "duplicates": snap.duplicates,
               "scope_residual": snap.scope_residual, "arrays": {}}
+    # The columns get room to grow in the file itself (a hole: no disk, zeros when read), so a
+    # process that patches a mapped snapshot appends rows into private pages of the mapping
+    # instead of copying every array into memory first.
+    spare = {**{name: snap.size + max(SPARE_MIN, snap.size // SPARE) for name in snap.ROW_ARRAYS},
+             **{name: len(snap.scopes) + max(SPARE_MIN, len(snap.scopes) // SPARE) for name in snap.SCOPE_ARRAYS}}
     # offsets depend on the header's length, which depends on the offsets: reserve room for them
     layout, offset = {}, 0
     for name, array in arrays.items():
-        layout[name] = [offset, array.dtype.str, list(array.shape)]
-        offset = _aligned(offset + array.nbytes)
+        shape = [spare.get(name, len(array)), *array.shape[1:]]
+        layout[name] = [offset, array.dtype.str, shape]
+        offset = _aligned(offset + int(np.prod(shape)) * array.itemsize)
     blob_size = offset
     header["arrays"] = {name: [0, dtype, shape] for name, (_, dtype, shape) in layout.items()}
     header["raw_base"] = 0
@@ -130,10 +173,10 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     try:
         with open(tmp, "wb") as out:
             out.write(MAGIC + len(text).to_bytes(8, "little") + text)
-            out.write(b"\0" * (room - out.tell()))
             for name, array in arrays.items():
+                out.seek(header["arrays"][name][0])  # what is skipped reads as zeros
                 out.write(memoryview(array).cast("B"))
-                out.write(b"\0" * (_aligned(out.tell()) - out.tell()))
+            out.seek(header["raw_base"])
             for raw in raws:
                 out.write(raw)
         os.replace(tmp, root / NAME)

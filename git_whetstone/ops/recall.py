@@ -180,7 +180,7 @@ class Layer:
             place[scopes] = np.arange(len(scopes))
             scope_level = np.maximum(snap.centroids[scopes] @ queries.T, snap.phrases[scopes] @ queries.T)
             self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
-                               + (1 - SCOPE_SHARE) * (snap.vectors[self.rows] @ queries.T))
+                               + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
@@ -228,7 +228,7 @@ class Pool:
     @property
     def vectors(self) -> np.ndarray:
         if self._vectors is None:
-            self._vectors = self._gather(lambda layer: layer.snap.vectors)
+            self._vectors = np.concatenate([layer.snap.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
         return self._vectors
 
     def vectors_at(self, at: np.ndarray) -> np.ndarray:
@@ -236,7 +236,7 @@ class Pool:
         out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
         for i, layer in enumerate(self.layers):
             mine = self.layer[at] == i
-            out[mine] = layer.snap.vectors[self.row[at][mine]]
+            out[mine] = layer.snap.vectors_of(self.row[at][mine])
         return out
 
     def _gather(self, get) -> np.ndarray:
@@ -371,7 +371,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     found = []
     if not refs:
         return found
-    vecs = np.stack([layers[li].snap.vectors[row] for li, row in refs])
+    vecs = np.concatenate([layers[li].snap.vectors_of([row]) for li, row in refs])
     sims = vecs @ vecs.T
     entries = [layers[li].snap.entries[row] for li, row in refs]
     for i, (la, ra) in enumerate(refs):
