@@ -81,6 +81,7 @@ def test_a_new_process_maps_the_image_and_reads_what_the_index_holds(big):
     config, path = big
     first = _cold(config, path)  # builds index.sqlite, then writes the image
     assert not first.mapped and (path / image.NAME).is_file()
+    (path / f"{image.NAME}.4242.tmp").write_bytes(b"what a killed writer leaves")
     assert "index.sqlite-snapshot" not in git(path, "status", "--porcelain").stdout  # ignored, like the index
     mapped = _cold(config, path)
     assert mapped.mapped and mapped.compact_ready()  # the compact copies come with it
@@ -147,8 +148,10 @@ def test_reindex_drops_the_image_with_the_index(big):
         old.write(b"the old image")  # still readable: what follows the entries is never read
     embedder = get_embedder(config.embedding_backend)
     assert image.read(path, embedder.identity, embedder.dim) is not None
+    (path / f"{image.NAME}.4242.tmp").write_bytes(b"what a killed writer leaves")
     reindex("big", config=config)
     assert not (path / image.NAME).read_bytes().endswith(b"the old image")  # the rebuild wrote a new one
+    assert not list(path.glob("*.tmp"))
     assert image.read(path, embedder.identity, embedder.dim) is not None
 
 

@@ -169,7 +169,7 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     text = json.dumps(header, ensure_ascii=False).encode()
     if len(MAGIC) + 8 + len(text) > room:
         return  # cannot happen: the reserve is larger than the offsets can grow
-    tmp = root / f".{NAME}.{os.getpid()}.tmp"
+    tmp = root / f"{NAME}.{os.getpid()}.tmp"  # ignored by the stores' .gitignore too (index.sqlite*)
     try:
         with open(tmp, "wb") as out:
             out.write(MAGIC + len(text).to_bytes(8, "little") + text)
@@ -192,7 +192,9 @@ def _aligned(offset: int) -> int:
 
 
 def discard(root: Path) -> None:
-    try:
-        (root / NAME).unlink(missing_ok=True)
-    except OSError:
-        pass
+    """Remove the image, and what a writer killed half way left."""
+    for path in (root / NAME, *root.glob(f"{NAME}.*.tmp")):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass
