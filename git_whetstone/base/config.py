@@ -81,6 +81,7 @@ class Config:
     global_skill_count: int = 3
     supervision: str = "balanced"
     lock_timeout: float = 10.0
+    vector_scan: str = "auto"
     thresholds: dict[str, dict[str, float]] = field(
         default_factory=lambda: {b: dict(t) for b, t in DEFAULT_THRESHOLDS.items()})
 
@@ -167,6 +168,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "global_skill_count": _as_int(2),
     "supervision": _one_of(SUPERVISION_MODES),
     "lock_timeout": _as_float(0, open_low=True),
+    "vector_scan": _one_of(("auto", "int8", "numpy")),
 }
 _unit = _as_float(-1, 1)
 

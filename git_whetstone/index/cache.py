@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 
 from ..semantics.embed import Embedder
+from . import image
 from .records import COLUMNS, Entry, FileRows, decode, text_hash
 from .snapshot import Snapshot
 
@@ -52,6 +53,7 @@ def discard(root: Path) -> None:
             (root / f"index.sqlite{suffix}").unlink(missing_ok=True)
         except OSError:
             pass  # read-only: the rebuild then happens in memory
+    image.discard(root)
 
 
 def connect(root: Path) -> sqlite3.Connection:
@@ -101,7 +103,13 @@ def connect(root: Path) -> sqlite3.Connection:
 def load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], root: Path) -> Snapshot:
     """A snapshot of the files the index already holds for this backend whose stamp still matches
     the disk, in path order (as a fresh build adds them), a few hundred files at a time so their
-    blobs never all sit in memory beside the matrix. Their entries stay JSON text until read."""
+    blobs never all sit in memory beside the matrix. Their entries stay JSON text until read.
+
+    A big store's snapshot comes from its image instead (`image`), mapped, when there is one for
+    this backend: it may hold files changed since, which the refresh then patches like any change."""
+    mapped = image.read(root, embedder.identity, embedder.dim)
+    if mapped is not None:
+        return mapped
     rows, scopes = db.execute("SELECT coalesce(sum(n), 0), coalesce(sum(scopes_n), 0) FROM files WHERE backend=?",
                               (embedder.identity,)).fetchone()
     snap = Snapshot(embedder.dim, rows + 64, scopes + 16)
@@ -224,6 +232,20 @@ def vectors_for(db: sqlite3.Connection, embedder: Embedder,
 
 PROGRESS_OVER = 300  # texts to embed before a terminal gets a progress bar
 PROGRESS_CHUNK = 128
+PROGRESS_FILES = 500  # scope files to read before a terminal gets a progress bar
+
+
+def read_all(paths: list[str], read) -> dict:
+    """`read(path)` for every path, behind a progress bar on stderr when it is a terminal and there
+    are many (a first build, a fresh clone, a reindex: reading comes before embedding)."""
+    if len(paths) <= PROGRESS_FILES or not sys.stderr.isatty():
+        return {path: read(path) for path in paths}
+    import click
+    out = {}
+    with click.progressbar(paths, label=f"reading {len(paths)} scope files", file=sys.stderr) as bar:
+        for path in bar:
+            out[path] = read(path)
+    return out
 
 
 def embed_all(texts: list[str], embedder: Embedder) -> np.ndarray:

@@ -1,6 +1,7 @@
 """The numpy side of a snapshot: one row per entry, one per scope, grown in place.
 
-Row i of `vectors` belongs to the i-th entry of the snapshot; `alive` marks rows still in use,
+Row i of `vectors` belongs to the i-th entry of the snapshot, and row i of `codes` and `scales`
+is its compact copy for the first pass of recall (`scan`); `alive` marks rows still in use,
 and the integer columns (recurrence, last_seen as a day number, scope number, id key) let recall
 score and break ties without touching an entry. Scope rows hold each scope's phrase vector and
 centroid. Arrays grow by half again when full, so appending a file's rows is amortised O(rows).
@@ -8,6 +9,8 @@ centroid. Arrays grow by half again when full, so appending a file's rows is amo
 from __future__ import annotations
 
 import numpy as np
+
+from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 
 
 class Columns:
@@ -17,6 +20,9 @@ class Columns:
         self.dim = dim
         self.size = 0
         self._vectors = np.zeros((max(capacity, 16), dim), np.float32)
+        self._codes = np.zeros((len(self._vectors), dim), np.int8)
+        self._scales = np.zeros(len(self._vectors), np.float32)
+        self._residuals = np.zeros(len(self._vectors), np.float32)  # each row's quantisation error (scan)
         self._alive = np.zeros(len(self._vectors), bool)
         self._learning = np.zeros(len(self._vectors), bool)
         self._recurrence = np.zeros(len(self._vectors), np.int64)
@@ -27,11 +33,28 @@ class Columns:
         self.scopes: list[tuple[str, str, str]] = []    # (kind, key, display), by scope number
         self._phrases = np.zeros((max(scope_capacity, 16), dim), np.float32)
         self._centroids = np.zeros((len(self._phrases), dim), np.float32)
+        self._phrases16 = np.zeros((len(self._phrases), dim), np.float16)
+        self._centroids16 = np.zeros((len(self._phrases), dim), np.float16)
+        self.scope_residual = 0.0  # the largest float16 rounding error of a phrase or centroid
+        self._coded = 0                                    # rows [0, _coded) have their compact copy
+        self._stale_scopes: list[np.ndarray] = []           # scopes whose float16 copy is out of date
+        self._asked = False                                # a scan was asked for before
+        self._scratch: dict[str, np.ndarray] = {}         # reused by `approximate`: no page faults per call
+        self.row_reader = None                             # an image's reader of its first rows (image.Rows)
+        self._results: dict[tuple[int, int], object] = {}  # numkong's output tensors, by shape
 
     # --- views ----------------------------------------------------------------------------------
     @property
     def vectors(self) -> np.ndarray:
         return self._vectors[: self.size]
+
+    @property
+    def codes(self) -> np.ndarray:
+        return self._codes[: self.size]
+
+    @property
+    def scales(self) -> np.ndarray:
+        return self._scales[: self.size]
 
     @property
     def alive(self) -> np.ndarray:
@@ -71,12 +94,140 @@ class Columns:
     def centroids(self) -> np.ndarray:
         return self._centroids[: len(self.scopes)]
 
+    @property
+    def phrases16(self) -> np.ndarray:
+        return self._phrases16[: len(self.scopes)]
+
+    @property
+    def centroids16(self) -> np.ndarray:
+        return self._centroids16[: len(self.scopes)]
+
+    def compact_ready(self, now: bool = False) -> bool:
+        """Whether the compact copies are up to date for a scan, bringing them up to date when
+        that is cheap (a few rows and scopes changed), when `now`, or when a scan was asked for
+        before: copying every row costs about as much as one float32 pass over them, so a process
+        that recalls once from index.sqlite (the command line) does not pay it, and one that
+        recalls again (the server) pays it once, then only for rows that change. A snapshot
+        mapped from an image comes with its copies."""
+        if self._coded < self.size or self._stale_scopes:
+            if not (now or self._asked) and self.size - self._coded > max(4096, self.size // 8):
+                self._asked = True  # many rows to copy (a snapshot just loaded from index.sqlite)
+                return False
+            if self._coded < self.size:
+                codes, scales, residuals = quantise(self._vectors[self._coded:self.size])
+                self._codes[self._coded:self.size] = codes
+                self._scales[self._coded:self.size] = scales
+                self._residuals[self._coded:self.size] = residuals
+                self._coded = self.size
+            at = np.concatenate(self._stale_scopes)
+            self._stale_scopes = []
+            for matrix, half_of in ((self._phrases, self._phrases16), (self._centroids, self._centroids16)):
+                half, residual = halve(matrix[at])
+                half_of[at] = half
+                self.scope_residual = max(self.scope_residual, residual)
+        return True
+
+    def scopes_changed(self, at: np.ndarray) -> None:
+        """Scopes `at` have new phrases or centroids: their float16 copy is made again before a scan."""
+        if len(at):
+            self._stale_scopes.append(at)
+
+    def approximate(self, queries: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
+        """Clauses × rows: `share` × the closer of the row's scope phrase and centroid, plus the
+        rest × the row's own vector, each against each clause (recall's relevance), computed from
+        the compact copies (`scan`); and a bound on the error of each row's elements. The array is scratch
+        space, valid until the next call; so is the bound, one per row."""
+        self.compact_ready(now=True)
+        q = Queries(queries)
+        c, n = len(queries), self.size
+        if (n, 2 * c) not in self._results:
+            if any(shape[0] != n for shape in self._results):
+                self._results.clear()
+            self._results[(n, 2 * c)] = numkong().empty((n, 2 * c), dtype="int32")
+        raw = self._results[(n, 2 * c)]
+        numkong().dots_packed(self.codes, q.packed, out=raw)
+        both = self._buffer("both", (2 * c, n), np.float32)
+        np.copyto(both, np.asarray(raw).T, casting="unsafe")
+        out, second = both[:c], both[c:]
+        out *= (q.first * (1 - share))[:, None]
+        second *= (q.second * (1 - share))[:, None]
+        out += second
+        out *= self.scales
+        scope = np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16))
+        scope *= share
+        gathered = self._buffer("gathered", (n,), np.float32)
+        scope_of = self.scope_of
+        for j in range(c):
+            np.take(scope[j], scope_of, out=gathered)
+            out[j] += gathered
+        slack = self._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
+        np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
+        slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))
+        return out, slack
+
+    def scope_likeness(self, queries: np.ndarray) -> np.ndarray:
+        """Per scope, how close it comes to the nearest clause (the closer of its phrase and its
+        centroid), from the float16 copies: good for ordering scopes, not for scoring rows."""
+        self.compact_ready(now=True)
+        q = Queries(queries)
+        if not len(self.scopes):
+            return np.zeros(0, np.float32)
+        return np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16)).max(axis=0)
+
+    def vectors_of(self, rows) -> np.ndarray:
+        """`vectors[rows]`, read from the image file when the snapshot maps one (`row_reader`), so
+        scoring a few thousand scattered rows keeps the mapped matrix cold."""
+        reader = self.row_reader
+        rows = np.asarray(rows, np.intp)
+        if reader is None:
+            return self.vectors[rows]
+        if len(rows) > 1 and (np.diff(rows) < 0).any():
+            order = np.argsort(rows, kind="stable")
+            out = np.empty((len(rows), self.dim), np.float32)
+            out[order] = self.vectors_of(rows[order])
+            return out
+        out = np.empty((len(rows), self.dim), np.float32)
+        mapped = int(np.searchsorted(rows, reader.count))
+        try:
+            reader.read(rows[:mapped], out[:mapped])
+        except OSError:  # the file went away under us: the mapping still holds every row
+            self.row_reader = None
+            return self.vectors[rows]
+        out[mapped:] = self.vectors[rows[mapped:]]
+        return out
+
+    ROW_ARRAYS = ("vectors", "codes", "scales", "residuals", "alive", "learning", "recurrence", "last_seen",
+                  "scope_of", "id_key", "always")
+    SCOPE_ARRAYS = ("phrases", "centroids", "phrases16", "centroids16")
+
+    def image_arrays(self) -> dict[str, np.ndarray]:
+        """The arrays in use, by name, for an image (`image.write`); the compact copies up to date."""
+        self.compact_ready(now=True)
+        size, scopes = self.size, len(self.scopes)
+        return {**{name: getattr(self, f"_{name}")[:size] for name in self.ROW_ARRAYS},
+                **{name: getattr(self, f"_{name}")[:scopes] for name in self.SCOPE_ARRAYS}}
+
+    def adopt(self, arrays: dict[str, np.ndarray], size: int, scope_residual: float) -> None:
+        """Take `arrays` (as `image_arrays` names them, e.g. mapped from an image) as the columns
+        of `size` rows. They are used as they are: growing copies them, as it copies any array."""
+        for name in (*self.ROW_ARRAYS, *self.SCOPE_ARRAYS):
+            setattr(self, f"_{name}", arrays[name])
+        self.size = self._coded = size
+        self.scope_residual = scope_residual
+
+    def _buffer(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
+        size = int(np.prod(shape))
+        base = self._scratch.get(name)
+        if base is None or len(base) < size:
+            base = self._scratch[name] = np.empty(max(size, 2 * len(base) if base is not None else 0), dtype)
+        return base[:size].reshape(shape)
+
     # --- growing ---------------------------------------------------------------------------------
     def grow_rows(self, need: int) -> None:
         if need <= len(self._vectors):
             return
         cap = max(need, len(self._vectors) * 3 // 2)
-        for name in ("_vectors", "_alive", "_learning", "_recurrence", "_last_seen", "_scope_of", "_id_key", "_always"):
+        for name in ("_" + array for array in self.ROW_ARRAYS):
             old = getattr(self, name)
             new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old
@@ -86,8 +237,8 @@ class Columns:
         if need <= len(self._phrases):
             return
         cap = max(need, len(self._phrases) * 3 // 2)
-        for name in ("_phrases", "_centroids"):
+        for name in ("_phrases", "_centroids", "_phrases16", "_centroids16"):
             old = getattr(self, name)
-            new = np.zeros((cap, self.dim), old.dtype)
+            new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)

@@ -17,7 +17,7 @@ import numpy as np
 from ..format.layout import KIND_FOLDER
 from ..semantics.embed import Embedder
 from ..store.store import Store
-from . import cache
+from . import cache, image
 from .reading import read_file
 from .records import PARSED_FILES, Entry, FileRows, file_rows
 from .snapshot import Snapshot
@@ -176,6 +176,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
             _hold(store, snap, db, keep)
+            if cached is None and not snap.mapped and snap.count >= image.IMAGE_FROM:
+                image.write(store.path, embedder.identity, snap)  # the next process maps it
             return snap
         for path in removed:
             snap.remove_file(path)
@@ -183,7 +185,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         records: list[tuple] = []
         new_vectors: dict[str, np.ndarray] = {}
         if changed:
-            parsed = {path: read_file(store, path) for path in changed}
+            parsed = cache.read_all(changed, lambda path: read_file(store, path))
             texts = [e.body for entries, _ in parsed.values() for e in entries]
             texts += [e.scope for entries, _ in parsed.values() for e in entries]
             vectors, new_vectors = cache.vectors_for(db, embedder, texts)
@@ -205,6 +207,9 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         snap.stamps = stamps
         cache.save(db, embedder, snap, removed, records, new_vectors, touched)
         _hold(store, snap, db, keep)
+        if (cached is None and snap.count >= image.IMAGE_FROM
+                and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):
+            image.write(store.path, embedder.identity, snap)  # a process that loaded writes what the next one maps
         return snap
     except BaseException:
         if db.in_transaction:

@@ -88,7 +88,6 @@ class Snapshot(Columns):
         super().__init__(dim, capacity, scope_capacity)
         self.stamps: dict[str, str] = {}
         self.files: dict[str, FileRows] = {}
-        self.rows: dict[str, np.ndarray] = {}          # file -> its row numbers
         self.owner: list[FileRows | None] = []          # by row: the file it came from; None once dead
         self.by_key: dict[int, int] = {}                # id key -> row of the live copy
         self.scope_number: dict[tuple[str, str], int] = {}
@@ -101,6 +100,7 @@ class Snapshot(Columns):
         self.db: sqlite3.Connection | None = None       # and its open index.sqlite
         self.db_inode = 0
         self._top: dict[str, int] | None = None
+        self.mapped = False                             # restored from an image (image.py)
 
     # --- views ----------------------------------------------------------------------------------
     @property
@@ -143,7 +143,7 @@ class Snapshot(Columns):
             return
         if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
             self._top = None  # it may have held the highest id: count again when asked
-        numbers = self.rows.pop(path)
+        numbers = np.arange(rows.start, rows.start + rows.n)  # a file's rows are contiguous
         self._alive[numbers] = False
         self.dead += len(numbers)
         for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
@@ -202,7 +202,6 @@ class Snapshot(Columns):
             self.owner.extend([rows] * n)
             self.size += n
             self.files[path] = rows
-            self.rows[path] = np.arange(rows.start, self.size)
             if dupes:
                 self.duplicates[path] = [
                     f"{path}:{self.entries[number].line}: duplicate id {key_id(key)} (also in "
@@ -223,6 +222,31 @@ class Snapshot(Columns):
             self._always[sl] = merged[4] != 0
         self._settle(touched)
 
+    def restore(self, arrays: dict[str, np.ndarray], size: int, scopes: list[tuple[str, str, str]],
+                files: list[tuple[str, FileRows]], dead: int, duplicates: dict[str, list[str]],
+                scope_residual: float) -> None:
+        """Become the snapshot an image holds (`image.read`): its arrays as they are, and the
+        Python structures rebuilt from its files (in the order they were added)."""
+        self.adopt(arrays, size, scope_residual)
+        self.scopes = scopes
+        self.scope_number = {(kind, key): i for i, (kind, key, _) in enumerate(scopes)}
+        self.holders = {(kind, key): {} for kind, key, _ in scopes}
+        owner: list[FileRows | None] = [None] * size
+        for path, rows in files:
+            self.files[path] = rows
+            owner[rows.start:rows.start + rows.n] = [rows] * rows.n
+            for kind, key, _ in rows.scopes:
+                self.holders[(kind, key)][path] = None
+            if rows.warning:
+                self.warned.add(path)
+        self.owner = owner
+        live = np.flatnonzero(self.alive)
+        self.by_key = dict(zip(self.id_key[live].tolist(), live.tolist()))
+        self.duplicates = duplicates
+        self.warned |= set(duplicates)
+        self.dead = dead
+        self.mapped = True
+
     def compacted(self) -> "Snapshot":
         """The same snapshot without dead rows (rows in path order, as a fresh build has them)."""
         snap = Snapshot(self.dim, self.count + 64, len(self.scopes) + 16)
@@ -230,7 +254,7 @@ class Snapshot(Columns):
         for i in range(0, len(paths), 256):  # a slice at a time: no second copy of every vector
             chunk = [(path, self.files[path]) for path in paths[i:i + 256]]
             for path, rows in chunk:
-                rows.vectors = self.vectors[self.rows[path]]
+                rows.vectors = self.vectors[rows.start:rows.start + rows.n]
             snap.add_files(chunk)
         snap.stamps, snap.watch, snap.notice = self.stamps, self.watch, self.notice
         snap.db, snap.db_inode, self.db = self.db, self.db_inode, None
@@ -263,3 +287,4 @@ class Snapshot(Columns):
             gone = at[empty]
             self._centroids[gone] = 0
             self._phrases[gone] = 0
+        self.scopes_changed(at)

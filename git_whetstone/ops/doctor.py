@@ -24,7 +24,8 @@ from . import hooks
 from .drivers import drivers_status
 from .remotes import pick
 from .workspace import Workspace
-from ..index.freshness import scan
+from ..index import scan
+from ..index.freshness import scan as stamps_of
 
 QUIET_DAYS = 14
 SETUP = [
@@ -80,6 +81,7 @@ def doctor(skill: str, *, config: Config | None = None) -> dict[str, Any]:
     except WhetstoneError as exc:
         check("backend", False, exc.message, "set embedding_backend to static or hashing (config.toml or "
               "WHETSTONE_EMBEDDING_BACKEND), or install the model it names")
+    check("scan", True, f"recall scans vectors with {scan.describe(ws.config.vector_scan)}")
 
     day = today()
     last: dict[str, dt.date] = {}
@@ -161,7 +163,7 @@ def _index(store: Store) -> tuple[str, bool, str]:
             db.close()
     except sqlite3.DatabaseError as exc:
         return "index", False, f"index.sqlite is unreadable ({exc}); the next recall rebuilds it"
-    stamps = {k: v for k, v in scan(store).items() if k != "@HEAD"}
+    stamps = {k: v for k, v in stamps_of(store).items() if k != "@HEAD"}
     stale = sorted(p for p in stamps.keys() | known.keys() if stamps.get(p) != known.get(p))
     if stale:
         return "index", False, f"{len(stale)} files changed since the index was built (the next recall updates it)"

@@ -34,6 +34,7 @@ from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
+from ..index import scan
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge
 from ..semantics.words import content_words
@@ -162,31 +163,84 @@ def _row_max(scores: np.ndarray) -> np.ndarray:
     return best
 
 
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float) -> np.ndarray:
+    """The rows whose exact scores could change recall's answer, found from the compact vectors
+    (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
+    can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
+    can reach that clause's floor). Rows that surely clear their cutoff give each clause a best it
+    cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
+    three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
+    may be the fallback: every possible hit is kept, and the issues that could be the nearest."""
+    approx, slack = snap.approximate(queries, SCOPE_SHARE)  # clauses × rows, and each row's bound
+    top = approx.max(axis=0)
+    maybe = top + slack >= cutoff
+    sure = top - slack >= cutoff
+    if sure.any():
+        low = np.max(approx - slack, axis=1, where=sure, initial=-np.inf)  # each clause's best is at least this
+        floor = np.maximum(low - band, low.max() - 3 * band)
+        reach = approx[0] + slack
+        near = reach >= floor[0]
+        for j in range(1, len(floor)):
+            np.add(approx[j], slack, out=reach)
+            near |= reach >= floor[j]
+        return np.flatnonzero(maybe & near)
+    issue = np.isfinite(cutoff) & ~snap.is_learning
+    nearest = np.max(top - slack, where=issue, initial=-np.inf)
+    return np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+
+
 class Layer:
-    """One store's scores for an intent: the skill's own store, or the global layer."""
+    """One store's scores for an intent: the skill's own store, or the global layer.
+
+    In a big store only the rows that could be returned are scored exactly (`candidates`): the
+    arrays over rows hold their scores and nothing for the rest (relevance -inf, never a hit), and
+    `per_clause` has one line per candidate (`rows`)."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config, named: list[str] = ()) -> None:
-        self.origin, self.snap = origin, snap
-        scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
-        self.scope_relevance = _row_max(scope_level) if len(scope_level) else np.zeros(0)
-        # rows × clauses: how close each entry is to each part of the intent
-        self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
+        self.origin, self.snap, self.queries = origin, snap, queries
         self.always = snap.alive & snap.always  # returned whatever the intent: matched by nothing
         scoped = snap.alive & ~snap.always
         self.learning = scoped & snap.is_learning
         self.issue = scoped & ~snap.is_learning
         self.weight = np.where(snap.is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
-        self.relevance = _row_max(self.per_clause)
-        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
-        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
-        self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(len(scoped), bool)
+        self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
+        cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
+        cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
+        path = scan.kernel(snap.size, config.vector_scan)
+        if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
+            # the rows whose exact score could change the answer, and those returned whatever it is
+            # (always-on and named: ordered by their exact relevance)
+            chosen = np.zeros(snap.size, bool)
+            chosen[candidates(snap, queries, cutoff, config.threshold("band"))] = True
+            self.rows = np.flatnonzero(chosen | self.always | self.named)
+            # candidates × clauses: how close each is to each part of the intent, in float32
+            at = snap.scope_of[self.rows]
+            scopes = np.zeros(len(snap.scopes), bool)
+            scopes[at] = True
+            scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
+            place = np.empty(len(snap.scopes), np.intp)
+            place[scopes] = np.arange(len(scopes))
+            scope_level = np.maximum(snap.centroids[scopes] @ queries.T, snap.phrases[scopes] @ queries.T)
+            self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
+                               + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
+            self.scope_relevance = snap.scope_likeness(queries)  # to pick other_scopes' few, then exact
+        else:  # every row, exactly
+            self.rows = np.arange(snap.size)
+            scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
+            self.scope_relevance = _row_max(scope_level) if len(scope_level) else np.zeros(0)
+            self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
+        relevance = _row_max(self.per_clause)
+        self.relevance = np.full(snap.size, -np.inf, relevance.dtype)
+        self.relevance[self.rows] = relevance
+        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
+        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
 
     def best(self) -> np.ndarray:
         """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
-        hits = self.learn_hit | self.issue_hit
+        hits = (self.learn_hit | self.issue_hit)[self.rows]
         if not hits.any():
             return np.full(self.per_clause.shape[1], -1.0)
         return self.per_clause[hits].max(axis=0)
@@ -198,8 +252,10 @@ class Layer:
         near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
-        self.learn_hit &= near & ~self.named
-        self.issue_hit &= near & ~self.named
+        kept = np.zeros(self.snap.size, bool)
+        kept[self.rows] = near
+        self.learn_hit &= kept & ~self.named
+        self.issue_hit &= kept & ~self.named
 
     def shown_id(self, row: int) -> str:
         entry = self.snap.entries[row]
@@ -220,7 +276,7 @@ class Pool:
     @property
     def vectors(self) -> np.ndarray:
         if self._vectors is None:
-            self._vectors = self._gather(lambda layer: layer.snap.vectors)
+            self._vectors = np.concatenate([layer.snap.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
         return self._vectors
 
     def vectors_at(self, at: np.ndarray) -> np.ndarray:
@@ -228,7 +284,7 @@ class Pool:
         out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
         for i, layer in enumerate(self.layers):
             mine = self.layer[at] == i
-            out[mine] = layer.snap.vectors[self.row[at][mine]]
+            out[mine] = layer.snap.vectors_of(self.row[at][mine])
         return out
 
     def _gather(self, get) -> np.ndarray:
@@ -348,12 +404,14 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         have = np.flatnonzero(count)
         if not len(have):
             continue
-        take = OTHER_SCOPES * 2 + len(used)  # the same key under both kinds, and keys already used
+        # the same key under both kinds, keys already used, and room for the approximate likeness
+        # of a big store to put a scope a little out of place (each is then scored exactly)
+        take = OTHER_SCOPES * 2 + len(used) + 16
         if len(have) > take:
             have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
-        for at in have.tolist():
+        exact = np.maximum(snap.centroids[have] @ layer.queries.T, snap.phrases[have] @ layer.queries.T).max(axis=1)
+        for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
-            relevance = float(layer.scope_relevance[at])
             if key not in used and relevance > nearest.get(key, (-2.0, ""))[0]:
                 nearest[key] = (relevance, nearest.get(key, (0.0, display))[1])
     chosen = sorted(nearest.items(), key=lambda item: (-item[1][0], item[1][1]))[:OTHER_SCOPES]
@@ -435,7 +493,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     found = []
     if not refs:
         return found
-    vecs = np.stack([layers[li].snap.vectors[row] for li, row in refs])
+    vecs = np.concatenate([layers[li].snap.vectors_of([row]) for li, row in refs])
     sims = vecs @ vecs.T
     entries = [layers[li].snap.entries[row] for li, row in refs]
     for i, (la, ra) in enumerate(refs):

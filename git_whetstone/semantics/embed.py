@@ -193,12 +193,19 @@ class StaticEmbedder:
                 else:
                     ids.extend(pieces)
         if ids:
+            # Sum each text's token rows in order, one token position at a time over every text
+            # that has one there: the same additions in the same order as a loop per text (so the
+            # same float32 sums), in ~40 vectorised steps instead of np.add.reduceat's row loop.
             index = np.array(ids, dtype=np.intp)
-            rows = self._codes[index].astype(np.float32)
-            rows *= self._scales[index, None]
-            begin = np.array(starts)
-            filled = np.diff(np.append(begin, len(ids))) > 0
-            out[filled] = np.add.reduceat(rows, begin[filled], axis=0)
+            begin = np.array(starts, dtype=np.intp)
+            length = np.diff(np.append(begin, len(ids)))
+            texts_at = np.flatnonzero(length)
+            for position in range(int(length.max())):
+                texts_at = texts_at[length[texts_at] > position]
+                tokens = index[begin[texts_at] + position]
+                rows = self._codes[tokens].astype(np.float32)
+                rows *= self._scales[tokens, None]
+                out[texts_at] += rows
         for row, word in unknown:
             out[row] += _unknown_vector(word, self.dim, float(self.meta["unknown_norm"]))
 

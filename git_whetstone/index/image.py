@@ -1,0 +1,200 @@
+"""index.sqlite-snapshot: a store's whole snapshot in one file that a new process maps instead of
+decoding (SPEC §5: derived and disposable, like index.sqlite beside it).
+
+Loading 100,000 entries from index.sqlite means reading 100 MB of vector blobs, copying them into
+the matrix and rebuilding every file's rows in Python: half a second. The image holds the same
+snapshot as arrays (vectors, their compact copies, the integer columns, the scopes' phrases and
+centroids, every file's share) plus a JSON header naming each file with its stamp, so a load maps
+the file (copy on write: a process that patches its snapshot writes private pages, never the
+file) and builds only the small Python structures. Pages are read when something touches them.
+
+It is keyed like the cache: by format version, backend identity and dimension; and each file in it
+carries its stamp, so a file changed since the image was written is simply patched by the refresh
+(`freshness._refresh`) as in a long-lived process. A process that loaded without an image, or
+patched much of one, writes a new one (atomically: a temporary file and a rename). A damaged,
+foreign or truncated image is ignored and replaced.
+"""
+from __future__ import annotations
+
+import gc
+import json
+import mmap
+import os
+from pathlib import Path
+
+import numpy as np
+
+from .records import COLUMNS, FileRows
+from .snapshot import Snapshot
+
+NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
+MAGIC = b"whetstone snapshot\n"
+VERSION = 4  # 4: the always column (applies: always)
+ALIGN = 64
+IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
+REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
+SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
+
+
+def read(root: Path, identity: str, dim: int) -> Snapshot | None:
+    """The snapshot the image at `root` holds, or None when there is none this process can use."""
+    try:
+        with open(root / NAME, "rb") as file:
+            if os.fstat(file.fileno()).st_size < len(MAGIC) + 8:
+                return None
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
+            reader = Rows(os.dup(file.fileno()))
+    except (OSError, ValueError):
+        return None
+    collecting = gc.isenabled()
+    gc.disable()  # tens of thousands of small objects, none of them garbage: no collection passes
+    try:
+        snap = _restore(mapped, identity, dim)
+    except (ValueError, KeyError, TypeError, IndexError):
+        snap = None
+    finally:
+        if collecting:
+            gc.enable()
+    if snap is not None:
+        offset, _, _ = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + int.from_bytes(
+            mapped[len(MAGIC):len(MAGIC) + 8], "little")])["arrays"]["vectors"]
+        reader.place(offset, snap.size, dim)
+        snap.row_reader = reader
+    return snap
+
+
+class Rows:
+    """Float32 rows read from the image with pread, not through the mapping: touching a mapped
+    row maps the pages around it too (the kernel's fault-around), so scoring a few thousand
+    scattered rows exactly would make most of the matrix resident in a long-lived process."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.offset, self.count, self.width = fd, 0, 0, 0
+
+    def place(self, offset: int, count: int, dim: int) -> None:
+        self.offset, self.count, self.width = offset, count, dim * 4
+
+    def read(self, rows: np.ndarray, out: np.ndarray) -> None:
+        """Rows `rows` (ascending, all below `count`) into `out`, one read per run of neighbours."""
+        if not len(rows):
+            return
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = np.concatenate(([0], breaks)).tolist()
+        ends = np.concatenate((breaks, [len(rows)])).tolist()
+        first = rows[starts].tolist()
+        view = memoryview(out).cast("B")
+        for a, b, row in zip(starts, ends, first):
+            want = (b - a) * self.width
+            if os.preadv(self.fd, [view[a * self.width:b * self.width]], self.offset + row * self.width) != want:
+                raise OSError("the snapshot image was cut short")
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def _restore(mapped: mmap.mmap, identity: str, dim: int) -> Snapshot | None:
+    if mapped[:len(MAGIC)] != MAGIC:
+        return None
+    length = int.from_bytes(mapped[len(MAGIC):len(MAGIC) + 8], "little")
+    header = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + length])
+    if header["version"] != VERSION or header["identity"] != identity or header["dim"] != dim:
+        return None
+    arrays = {}
+    for name, (offset, dtype, shape) in header["arrays"].items():
+        count = int(np.prod(shape))
+        if offset + count * np.dtype(dtype).itemsize > len(mapped):
+            return None  # truncated
+        arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
+    raw = memoryview(mapped)[header["raw_base"]:]
+    files: list[tuple[str, FileRows]] = []
+    for path, stamp, warning, start, n, scopes, top_l, top_i, at, raw_at, raw_len in header["files"]:
+        s = len(scopes)
+        rows = FileRows(stamp, [tuple(x) for x in scopes], arrays["sums"][at:at + s], arrays["file_phrases"][at:at + s],
+                        arrays["file_columns"][:, start:start + n], {"L": top_l, "I": top_i}, warning,
+                        raw=raw[raw_at:raw_at + raw_len])
+        rows.start = start
+        files.append((path, rows))
+    snap = Snapshot(dim)
+    snap.restore(arrays, header["size"], [tuple(s) for s in header["scopes"]], files, header["dead"],
+                 header["duplicates"], header["scope_residual"])
+    return snap
+
+
+def write(root: Path, identity: str, snap: Snapshot) -> None:
+    """Write `snap` as the image at `root` (through a temporary file and a rename); a store that
+    cannot be written keeps the image it has, or none."""
+    snap.compact_ready(now=True)
+    files, sums, phrases, columns, raws = [], [], [], [], []
+    at = raw_at = 0
+    for path, rows in snap.files.items():
+        raw = rows.text()
+        s = len(rows.scopes)
+        files.append([path, rows.stamp, rows.warning, rows.start, rows.n, rows.scopes, rows.top["L"], rows.top["I"],
+                      at, raw_at, len(raw)])
+        sums.append(rows.sums)
+        phrases.append(rows.phrases)
+        at += s
+        raws.append(raw)
+        raw_at += len(raw)
+    column_rows = np.zeros((COLUMNS, snap.size), np.int64)
+    for _, rows in snap.files.items():
+        column_rows[:, rows.start:rows.start + rows.n] = rows.columns
+    arrays = {name: np.ascontiguousarray(array) for name, array in snap.image_arrays().items()}
+    arrays["sums"] = np.concatenate(sums) if sums else np.zeros((0, snap.dim), np.float32)
+    arrays["file_phrases"] = np.concatenate(phrases) if phrases else np.zeros((0, snap.dim), np.float32)
+    arrays["file_columns"] = column_rows
+    header = {"version": VERSION, "identity": identity, "dim": snap.dim, "size": snap.size, "dead": snap.dead,
+              "scopes": snap.scopes, "files": files, "duplicates": snap.duplicates,
+              "scope_residual": snap.scope_residual, "arrays": {}}
+    # The columns get room to grow in the file itself (a hole: no disk, zeros when read), so a
+    # process that patches a mapped snapshot appends rows into private pages of the mapping
+    # instead of copying every array into memory first.
+    spare = {**{name: snap.size + max(SPARE_MIN, snap.size // SPARE) for name in snap.ROW_ARRAYS},
+             **{name: len(snap.scopes) + max(SPARE_MIN, len(snap.scopes) // SPARE) for name in snap.SCOPE_ARRAYS}}
+    # offsets depend on the header's length, which depends on the offsets: reserve room for them
+    layout, offset = {}, 0
+    for name, array in arrays.items():
+        shape = [spare.get(name, len(array)), *array.shape[1:]]
+        layout[name] = [offset, array.dtype.str, shape]
+        offset = _aligned(offset + int(np.prod(shape)) * array.itemsize)
+    blob_size = offset
+    header["arrays"] = {name: [0, dtype, shape] for name, (_, dtype, shape) in layout.items()}
+    header["raw_base"] = 0
+    room = _aligned(len(MAGIC) + 8 + len(json.dumps(header, ensure_ascii=False).encode()) + 24 * (len(layout) + 1))
+    header["arrays"] = {name: [room + off, dtype, shape] for name, (off, dtype, shape) in layout.items()}
+    header["raw_base"] = room + blob_size
+    text = json.dumps(header, ensure_ascii=False).encode()
+    if len(MAGIC) + 8 + len(text) > room:
+        return  # cannot happen: the reserve is larger than the offsets can grow
+    tmp = root / f"{NAME}.{os.getpid()}.tmp"  # ignored by the stores' .gitignore too (index.sqlite*)
+    try:
+        with open(tmp, "wb") as out:
+            out.write(MAGIC + len(text).to_bytes(8, "little") + text)
+            for name, array in arrays.items():
+                out.seek(header["arrays"][name][0])  # what is skipped reads as zeros
+                out.write(memoryview(array).cast("B"))
+            out.seek(header["raw_base"])
+            for raw in raws:
+                out.write(raw)
+        os.replace(tmp, root / NAME)
+    except OSError:  # a read-only store or a full disk: the image is only a cache
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
+
+
+def _aligned(offset: int) -> int:
+    return -(-offset // ALIGN) * ALIGN
+
+
+def discard(root: Path) -> None:
+    """Remove the image, and what a writer killed half way left."""
+    for path in (root / NAME, *root.glob(f"{NAME}.*.tmp")):
+        try:
+            path.unlink(missing_ok=True)
+        except OSError:
+            pass

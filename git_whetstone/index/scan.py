@@ -1,0 +1,123 @@
+"""Compact vectors and the kernel that scans them: recall's first pass over a big store.
+
+Every row of the snapshot also has an 8-bit copy, scaled per vector (`codes`, `scales`): a quarter
+of the bytes of float32, so a pass over 100,000 rows reads 25 MB instead of 100. `numkong` (a
+maintained SIMD library, the successor of simsimd) multiplies them with the intent's clauses, also
+in 8 bits, with integer accumulation. The result is approximate, but with a bound that holds for
+every row: |v·q − approx| ≤ `delta`, from the row's quantisation residual and the query's own.
+Recall uses the bound to keep only the rows that could matter and scores those again
+exactly, in float32 (`ops.recall`), so its answers are the same as scoring every row exactly.
+
+Without numkong, or for a small store, the plain path runs: every row scored in float32 by numpy's
+matrix product, exactly as before (`kernel` says which runs; `doctor` reports it).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+INT8_FROM = 20_000      # rows: below this the float32 product is as fast as the scan and a rescoring
+KERNELS = ("auto", "int8", "numpy")
+EPS = 1e-4              # float32 rounding in the exact products, which differ in the last bits by shape
+
+_NUMKONG: object | None = None
+_TRIED = False
+
+
+def numkong():
+    """The numkong module, or None when it is not installed (imported once, on first use)."""
+    global _NUMKONG, _TRIED
+    if not _TRIED:
+        _TRIED = True
+        try:
+            import numkong as nk
+            _NUMKONG = nk
+        except ImportError:
+            _NUMKONG = None
+    return _NUMKONG
+
+
+def kernel(rows: int, choice: str = "auto") -> str:
+    """Which path scans `rows` rows: "int8" (numkong on the compact vectors) or "numpy" (float32).
+    `choice` is the configured `vector_scan`: auto (int8 from INT8_FROM rows, when numkong is
+    installed), int8 (at every size, when installed) or numpy."""
+    if choice == "numpy" or numkong() is None:
+        return "numpy"
+    if choice == "int8" or rows >= INT8_FROM:
+        return "int8"
+    return "numpy"
+
+
+def describe(choice: str = "auto") -> str:
+    """One line for `doctor`: which path recall's scan takes here, and why."""
+    nk = numkong()
+    if choice == "numpy":
+        return "numpy float32 (vector_scan = numpy)"
+    if nk is None:
+        return "numpy float32 (numkong is not installed: pip install numkong for the 8-bit scan)"
+    version = getattr(nk, "__version__", "?")
+    if choice == "int8":
+        return f"numkong {version} int8 scan with exact float32 rescoring, at every size"
+    return (f"numkong {version} int8 scan with exact float32 rescoring from {INT8_FROM:,} entries "
+            f"(numpy float32 below)")
+
+
+def quantise(vectors: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each row as int8 codes times one float32 scale (its largest component maps to ±127), and the
+    L2 norm of each row's residual (v − scale·codes): the rows' part of the error bound."""
+    if not len(vectors):
+        return np.zeros(vectors.shape, np.int8), np.zeros(0, np.float32), np.zeros(0, np.float32)
+    peak = np.abs(vectors).max(axis=1)
+    scales = np.where(peak > 0, peak / 127, 1).astype(np.float32)
+    codes = np.rint(vectors / scales[:, None]).astype(np.int8)
+    residual = vectors - codes.astype(np.float32) * scales[:, None]
+    return codes, scales, np.sqrt(np.einsum("ij,ij->i", residual, residual)).astype(np.float32)
+
+
+def halve(vectors: np.ndarray) -> tuple[np.ndarray, float]:
+    """The rows in float16, and the largest L2 norm of a row's rounding error."""
+    half = vectors.astype(np.float16)
+    return half, _largest_norm(vectors - half.astype(np.float32)) if len(vectors) else 0.0
+
+
+def _largest_norm(rows: np.ndarray) -> float:
+    return float(np.sqrt(np.einsum("ij,ij->i", rows, rows).max()))
+
+
+class Queries:
+    """An intent's clause vectors packed once for numkong, to scan several matrices: in 8 bits
+    twice over (the codes of each clause, then of what they missed, so the query's own error is
+    about 1/127 of one 8-bit code's), and in float16."""
+
+    def __init__(self, queries: np.ndarray) -> None:
+        nk = numkong()
+        first, self.first, _ = quantise(queries)
+        second, self.second, residuals = quantise(queries - first.astype(np.float32) * self.first[:, None])
+        self.residual = float(residuals.max()) if len(residuals) else 0.0
+        self.packed = nk.dots_pack(np.concatenate([first, second]))
+        half, self.half_residual = halve(queries)
+        self.packed_half = nk.dots_pack(half)
+        self.norm = float(np.linalg.norm(queries, axis=1).max()) if len(queries) else 0.0
+
+    def dots(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
+        """Approximately `queries @ vectors.T` (clauses × rows, float32, each clause's row
+        contiguous) from the rows' int8 codes and scales."""
+        raw = np.asarray(numkong().dots_packed(codes, self.packed))
+        both = np.ascontiguousarray(raw.T, dtype=np.float32)
+        c = len(self.first)
+        out = both[:c]
+        out *= self.first[:, None]
+        both[c:] *= self.second[:, None]
+        out += both[c:]
+        out *= scales
+        return out
+
+    def dots_half(self, half: np.ndarray) -> np.ndarray:
+        """Approximately `queries @ vectors.T` (clauses × rows) from the rows in float16."""
+        raw = np.asarray(numkong().dots_packed(half, self.packed_half))
+        return np.ascontiguousarray(raw.T, dtype=np.float32)
+
+    def delta(self, residual, half: bool = False):
+        """A bound on the error of `dots` (or `dots_half`) for rows whose residual is `residual`
+        (a number, or an array of them). For unit rows v and queries q, v̂ and q̂ what the kernel
+        reads: |v·q − v̂·q̂| ≤ |v − v̂|·|q| + |v̂|·|q − q̂|, where |v̂| ≤ |v| + |v − v̂|."""
+        return residual * self.norm + (1 + residual) * (self.half_residual if half else self.residual) + EPS

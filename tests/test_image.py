@@ -1,0 +1,190 @@
+"""A big store's snapshot image (index/image.py): a new process maps it instead of decoding
+index.sqlite, and what it reads is what index.sqlite gives, however the files changed since.
+
+The store is the benchmark's kind (6,000 entries written by git fast-import), big enough to get an
+image. Each check compares a load through the image with a load from index.sqlite alone (the image
+deleted), entry by entry, array by array, and recall's answers.
+"""
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+
+from git_whetstone.base.config import Config, load
+from git_whetstone.index import freshness, image
+from git_whetstone.ops import capture as capture_op, recall as recall_op
+from git_whetstone.ops.hooks import reindex
+from git_whetstone.semantics.embed import get_embedder
+from tests.helpers import bench_module, git
+
+INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and a totals row",
+           "Chart churn by region for executives; pick colors, title and axis scale", "tide charts"]
+
+
+@pytest.fixture
+def big(store_root, monkeypatch):
+    bench = bench_module()
+    monkeypatch.setenv("WHETSTONE_TODAY", bench.BENCH_TODAY.isoformat())
+    monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", Config().embedding_backend)
+    config = load()
+    built = bench.build_store("big", 6_000, 3, config, None)
+    return config, built.path
+
+
+def _cold(config, path):
+    """A new process's snapshot of the store: nothing in memory, then the usual refresh."""
+    freshness.LIVE.clear()
+    recall_op.recall("big", INTENTS[0], config=config)
+    return next(s for k, s in freshness.LIVE.items() if k[0] == str(path))
+
+
+def _answers(config) -> list[dict]:
+    """Recall's answers, each from a new process's snapshot; the 8-bit scan (which reads rows from
+    the image file) and float32 everywhere must agree."""
+    out = []
+    for intent in INTENTS:
+        answers = []
+        for way in ("int8", "numpy"):
+            freshness.LIVE.clear()
+            result = recall_op.recall("big", intent, config=dataclasses.replace(config, vector_scan=way))
+            answers.append({k: v for k, v in result.items() if k != "run_id"})
+        assert answers[0] == answers[1], intent
+        out.append(answers[0])
+    return out
+
+
+def _same(a, b) -> None:
+    assert a.size - a.dead == b.size - b.dead and a.count == b.count
+    for key, row in a.by_key.items():
+        other = b.by_key[key]
+        assert a.entries[row] == b.entries[other]
+        assert np.array_equal(a.vectors[row], b.vectors[other])
+        assert a.scopes[a.scope_of[row]] == b.scopes[b.scope_of[other]]
+    assert a.files.keys() == b.files.keys()
+    for path, rows in a.files.items():
+        other = b.files[path]
+        assert (rows.stamp, rows.scopes, rows.top, rows.warning, rows.entries) == \
+            (other.stamp, other.scopes, other.top, other.warning, other.entries), path
+        assert np.array_equal(rows.columns, other.columns) and np.array_equal(rows.phrases, other.phrases), path
+        assert np.allclose(rows.sums, other.sums, atol=1e-5), path
+        assert np.array_equal(a.alive[rows.start:rows.start + rows.n], b.alive[other.start:other.start + other.n])
+    assert a.top == b.top and a.warnings == b.warnings
+    for scope, at in a.scope_number.items():
+        if a.holders[scope]:
+            assert np.allclose(a.centroids[at], b.centroids[b.scope_number[scope]], atol=1e-6)
+            assert np.array_equal(a.phrases[at], b.phrases[b.scope_number[scope]])
+
+
+def test_a_new_process_maps_the_image_and_reads_what_the_index_holds(big):
+    config, path = big
+    first = _cold(config, path)  # builds index.sqlite, then writes the image
+    assert not first.mapped and (path / image.NAME).is_file()
+    (path / f"{image.NAME}.4242.tmp").write_bytes(b"what a killed writer leaves")
+    assert "index.sqlite-snapshot" not in git(path, "status", "--porcelain").stdout  # ignored, like the index
+    mapped = _cold(config, path)
+    assert mapped.mapped and mapped.compact_ready()  # the compact copies come with it
+    answers = _answers(config)
+    image.discard(path)
+    _same(mapped, _cold(config, path))
+    assert _answers(config) == answers
+
+
+def test_files_changed_since_the_image_are_patched_in(big, monkeypatch):
+    config, path = big
+    _cold(config, path)
+    capture = capture_op.capture("big", "learning", "Number every figure in quarterly board decks from one.",
+                                 "figure numbering", "test", confirm="new", config=config)
+    assert capture["status"] == "committed"
+    files = sorted((path / "learnings").iterdir())
+    files[5].unlink()  # a scope file deleted by hand
+    copied = files[6].read_text(encoding="utf-8").split("\n\n## ")[0]  # and an id written twice
+    with open(files[7], "a", encoding="utf-8") as out:
+        out.write("\n" + copied.rstrip("\n") + "\n")
+    git(path, "commit", "-qa", "--no-verify", "-m", "hand edits")
+
+    patched = _cold(config, path)  # maps the old image and patches three files in
+    assert patched.mapped and capture["entry_id"] in patched.by_id and patched.dead
+    assert any("duplicate id" in w for w in patched.warnings)
+    answers = _answers(config)
+    image.discard(path)
+    fresh = _cold(config, path)  # from index.sqlite alone; it writes a new image
+    _same(patched, fresh)
+    assert _answers(config) == answers
+    _same(_cold(config, path), fresh)  # the new image, duplicate id and all
+
+    # an image written by a process that patched many files holds dead rows too
+    monkeypatch.setattr(image, "REWRITE_SHARE", 0)
+    (path / "learnings" / files[9].name).unlink()
+    git(path, "commit", "-qa", "-m", "another deletion")
+    patched = _cold(config, path)
+    assert patched.mapped and patched.dead
+    again = _cold(config, path)
+    assert again.mapped and again.dead == patched.dead
+    _same(again, patched)
+    image.discard(path)
+    _same(again, _cold(config, path))
+
+
+def test_a_damaged_or_foreign_image_is_ignored_and_replaced(big):
+    config, path = big
+    _cold(config, path)
+    good = (path / image.NAME).read_bytes()
+    answers = _answers(config)
+    identity, dim = get_embedder(config.embedding_backend).identity, get_embedder(config.embedding_backend).dim
+    for damaged in (good[: len(good) // 2], b"not an image at all", good.replace(identity.encode(), b"x" * len(identity), 1)):
+        (path / image.NAME).write_bytes(damaged)
+        assert image.read(path, identity, dim) is None
+        snap = _cold(config, path)
+        assert not snap.mapped and _answers(config) == answers
+        assert image.read(path, identity, dim) is not None  # written again by the process that loaded
+
+
+def test_reindex_drops_the_image_with_the_index(big):
+    config, path = big
+    _cold(config, path)
+    with open(path / image.NAME, "ab") as old:
+        old.write(b"the old image")  # still readable: what follows the entries is never read
+    embedder = get_embedder(config.embedding_backend)
+    assert image.read(path, embedder.identity, embedder.dim) is not None
+    (path / f"{image.NAME}.4242.tmp").write_bytes(b"what a killed writer leaves")
+    reindex("big", config=config)
+    assert not (path / image.NAME).read_bytes().endswith(b"the old image")  # the rebuild wrote a new one
+    assert not list(path.glob("*.tmp"))
+    assert image.read(path, embedder.identity, embedder.dim) is not None
+
+
+def _on_a_terminal(*args: str) -> str:
+    """The CLI with a pseudo-terminal for its output streams: everything it wrote there."""
+    import os
+    import pty
+    import subprocess
+    import sys
+
+    parent, child = pty.openpty()
+    proc = subprocess.Popen([sys.executable, "-m", "git_whetstone", *args], stdin=subprocess.DEVNULL, stdout=child,
+                            stderr=child, env=dict(os.environ, TERM="dumb"), close_fds=True)
+    os.close(child)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(parent, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        said += chunk
+    proc.wait(timeout=120)
+    os.close(parent)
+    assert proc.returncode == 0, said
+    return said.decode("utf-8", "replace")
+
+
+def test_a_big_build_shows_its_progress_on_a_terminal_only(big):
+    from tests.helpers import run_cli
+    config, path = big
+    shown = _on_a_terminal("reindex", "big")
+    assert "reading 600 scope files" in shown and "100%" in shown and "embedding 6540 entries" in shown, shown[-300:]
+    piped = run_cli("reindex", "big")
+    assert piped.returncode == 0 and "reading" not in piped.stderr and "embedding" not in piped.stderr

@@ -1,0 +1,130 @@
+"""Recall's 8-bit scan (index/scan.py) changes nothing recall returns.
+
+A big store's first pass runs on compact vectors (int8 rows, float16 scopes) with numkong, and only
+the rows that could matter are scored again in float32. These tests run recall both ways, the
+8-bit scan (`vector_scan = "int8"`, at every size) and every row in float32 (`"numpy"`, recall as
+it was before the scan existed), and require the same answer: on the labeled set with the default
+backend, and on a synthetic store of the benchmark's kind with intents that match, intents that
+match nothing (the fallback), one-word intents and many-sided ones.
+"""
+from __future__ import annotations
+
+import dataclasses
+import random
+
+import numpy as np
+import pytest
+
+from git_whetstone.base.config import Config, load
+from git_whetstone.index import freshness, scan
+from git_whetstone.index.columns import Columns
+from git_whetstone.ops import recall as recall_op
+from git_whetstone.ops.doctor import doctor
+from tests.eval import run as eval_run
+from tests.helpers import bench_module
+
+pytest.importorskip("numkong")
+
+
+def _answer(result: dict) -> dict:
+    return {k: v for k, v in result.items() if k != "run_id"}
+
+
+def _both_ways(config: Config, skill: str, intents: list[str], scopes: list[str] | None = None) -> list[dict]:
+    """Recall of every intent with the 8-bit scan and with float32 everywhere; asserts they agree."""
+    answers = []
+    for intent in intents:
+        freshness.LIVE.clear()  # each way from the same index.sqlite, nothing shared in memory
+        compact = recall_op.recall(skill, intent, scopes=scopes, config=dataclasses.replace(config, vector_scan="int8"))
+        exact = recall_op.recall(skill, intent, scopes=scopes, config=dataclasses.replace(config, vector_scan="numpy"))
+        assert _answer(compact) == _answer(exact), intent
+        answers.append(exact)
+    return answers
+
+
+def test_the_eval_set_recalls_the_same_with_the_8bit_scan(tmp_path, monkeypatch):
+    monkeypatch.setenv("WHETSTONE_TODAY", eval_run.DAY)
+    config = dataclasses.replace(load(tmp_path / "eval"), consult_global=False,
+                                 embedding_backend=Config().embedding_backend)
+    assert scan.kernel(10, "int8") == "int8" and scan.kernel(10, "numpy") == "numpy"
+    intents = []
+    for skill in eval_run.load_set()["skills"]:
+        eval_run.load_skill(config, skill)
+        queries = [q["intent"] for q in skill["queries"]]
+        answers = _both_ways(config, skill["skill"], queries)
+        intents += queries
+        assert any(a["learnings"] for a in answers)
+    assert len(intents) >= 150
+
+
+def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, monkeypatch):
+    bench = bench_module()
+    monkeypatch.setenv("WHETSTONE_TODAY", bench.BENCH_TODAY.isoformat())
+    monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", Config().embedding_backend)
+    config = load()
+    built = bench.build_store("big", 6_000, 11, config, None)
+    rng = random.Random(5)
+    intents = bench.intents(rng, 40) + [
+        "tide charts", "Plan the choir rehearsal schedule for the harbor master",  # nothing close
+        "revenue", "legend", "Bake sourdough bread with a long cold proof",
+        "Format currency; align columns; add a totals row; pick a palette; write the caption; cite sources",
+    ]
+    answers = _both_ways(config, "big", intents)
+    assert any(a["fallback"] for a in answers) and sum(not a["fallback"] for a in answers) >= 40
+    assert any(a["omitted"]["learnings"] > 20 for a in answers)  # wide matches counted exactly too
+
+    # and the scan pruned: far fewer rows were scored exactly than the store holds
+    freshness.LIVE.clear()
+    cfg = dataclasses.replace(config, vector_scan="int8")
+    recall_op.recall("big", intents[0], config=cfg)
+    snap = next(s for k, s in freshness.LIVE.items() if k[0] == str(built.path))
+    layer = recall_op.Layer("skill", snap, recall_op.Workspace.of(cfg).embedder.embed(recall_op.clauses(intents[0])),
+                            bench.BENCH_TODAY, cfg)
+    assert 0 < len(layer.rows) < snap.size / 3
+
+    # rules for every task, a named scope and the map of the others: the same both ways too
+    from git_whetstone.ops.capture import capture
+    for rule, scope in (("Write every number with a thin space between thousands", "number style"),
+                        ("Never use exclamation marks", "tone"), ("Cite the data source under each table", "sources")):
+        capture("big", "issue", rule, scope, always=True, confirm="new", config=config)
+    named = [snap.scopes[7][2]]
+    answers = _both_ways(config, "big", intents[:12] + ["Plan the choir rehearsal schedule"], scopes=named)
+    for a in answers:
+        assert sum(e["always"] for e in a["issues"]) == 3 and len(a["other_scopes"]) == recall_op.OTHER_SCOPES
+        assert any(e["scope"] == named[0] for e in a["learnings"] + a["issues"])
+
+
+def test_the_approximate_scores_stay_within_their_bound():
+    rng = np.random.default_rng(3)
+    for dim, rows, scopes, clauses in ((256, 3000, 300, 1), (384, 2000, 50, 7), (64, 500, 499, 16)):
+        cols = Columns(dim, rows, scopes)
+        vectors = rng.standard_normal((rows, dim)).astype(np.float32) * rng.random((rows, 1)).astype(np.float32) ** 3
+        vectors[::97] = 0  # empty texts embed to zero
+        vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+        cols.size = rows
+        cols.vectors[:] = vectors
+        cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
+        for matrix in (cols.phrases, cols.centroids):
+            m = rng.standard_normal((scopes, dim)).astype(np.float32)
+            matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
+        cols.scopes_changed(np.arange(scopes))
+        assert cols.compact_ready()  # a few thousand rows: copied at once
+        cols.scope_of[:] = rng.integers(0, scopes, rows)
+        queries = rng.standard_normal((clauses, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        approx, slack = cols.approximate(queries, 0.7)
+        scope_level = np.maximum(cols.centroids @ queries.T, cols.phrases @ queries.T)
+        exact = (0.7 * scope_level[cols.scope_of] + 0.3 * (cols.vectors @ queries.T)).T
+        error = np.abs(approx - exact).max(axis=0)
+        assert (error <= slack).all(), (dim, (error - slack).max())
+        assert slack.max() < 0.02, slack.max()  # tight enough to prune: a fiftieth of a cosine
+
+
+def test_doctor_says_which_scan_runs(store_root):
+    recall_op.recall("tables", "anything", config=load())  # no store: nothing to scan, no error
+    from git_whetstone.ops.attach import attach
+    attach("tables")
+    found = {c["name"]: c for c in doctor("tables")["checks"]}
+    assert "numkong" in found["scan"]["detail"] and "int8" in found["scan"]["detail"]
+    plain = {c["name"]: c for c in doctor("tables", config=dataclasses.replace(load(), vector_scan="numpy"))["checks"]}
+    assert plain["scan"]["detail"] == "recall scans vectors with numpy float32 (vector_scan = numpy)"
