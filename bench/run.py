@@ -76,7 +76,8 @@ TARGETS: dict[tuple[str, int], tuple[float, str]] = {
     ("export", 100_000): (2_000, "issue 20"),
     ("report", 1_000): (1_000, "issue 21"),
 }
-GROWTH = (3, "issue 20")  # recall at 100,000 entries at most this many times recall at 10,000
+GROWTH = (3, "issue 20")
+REPORT_MAX = 11_000  # the report is timed in a full run up to this size (issue 21 asks about 1,000 and 11,000)  # recall at 100,000 entries at most this many times recall at 10,000
 
 # --- synthetic content ---------------------------------------------------------------------------
 
@@ -766,9 +767,12 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     if args.profile:
         profiles["compact_dry"] = profile(lambda: compact_op.compact(skill, dry_run=True, config=cfg), 1)
 
-    # 9. the report page, after a year of history is added on top
-    say("   report")
-    figures.update(bench_report(built, cfg, env, args, rng, profiles))
+    # 9. the report page, after a year of history is added on top (one commit per entry: at 100,000
+    # entries building that history alone takes longer than the rest of the run; --report-only
+    # times bigger stores on purpose)
+    if size <= REPORT_MAX:
+        say("   report")
+        figures.update(bench_report(built, cfg, env, args, rng, profiles))
 
     return figures, {**built.seconds, "source": built.source}, profiles
 
@@ -825,7 +829,6 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
                   rng: random.Random) -> dict[str, Measure]:
     """A model backend's own figures (its cost is the model, not the index): first load, a full
     reindex, recall and capture medians in a warm process, and whole `recall` CLI processes."""
-    from git_whetstone.index import freshness
     from git_whetstone.ops import capture as capture_op, hooks, recall as recall_op
     from git_whetstone.semantics.embed import get_embedder
 

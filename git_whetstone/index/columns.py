@@ -36,6 +36,7 @@ class Columns:
         self._phrases16 = np.zeros((len(self._phrases), dim), np.float16)
         self._centroids16 = np.zeros((len(self._phrases), dim), np.float16)
         self.scope_residual = 0.0  # the largest float16 rounding error of a phrase or centroid
+        self.scope_likeness = np.zeros(0, np.float32)  # left by approximate(): each scope against its nearest clause
         self._coded = 0                                    # rows [0, _coded) have their compact copy
         self._stale_scopes: list[np.ndarray] = []           # scopes whose float16 copy is out of date
         self._asked = False                                # a scan was asked for before
@@ -136,7 +137,9 @@ class Columns:
         """Clauses × rows: `share` × the closer of the row's scope phrase and centroid, plus the
         rest × the row's own vector, each against each clause (recall's relevance), computed from
         the compact copies (`scan`); and a bound on the error of each row's elements. The array is scratch
-        space, valid until the next call; so is the bound, one per row."""
+        space, valid until the next call; so is the bound, one per row. `scope_likeness` is left with
+        each scope's likeness to its nearest clause (the closer of phrase and centroid): good for
+        ordering scopes, not for scoring rows."""
         self.compact_ready(now=True)
         q = Queries(queries)
         c, n = len(queries), self.size
@@ -154,6 +157,7 @@ class Columns:
         out += second
         out *= self.scales
         scope = np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16))
+        self.scope_likeness = scope.max(axis=0) if len(self.scopes) else np.zeros(0, np.float32)
         scope *= share
         gathered = self._buffer("gathered", (n,), np.float32)
         scope_of = self.scope_of
@@ -164,15 +168,6 @@ class Columns:
         np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
         slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))
         return out, slack
-
-    def scope_likeness(self, queries: np.ndarray) -> np.ndarray:
-        """Per scope, how close it comes to the nearest clause (the closer of its phrase and its
-        centroid), from the float16 copies: good for ordering scopes, not for scoring rows."""
-        self.compact_ready(now=True)
-        q = Queries(queries)
-        if not len(self.scopes):
-            return np.zeros(0, np.float32)
-        return np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16)).max(axis=0)
 
     def vectors_of(self, rows) -> np.ndarray:
         """`vectors[rows]`, read from the image file when the snapshot maps one (`row_reader`), so

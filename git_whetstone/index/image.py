@@ -127,7 +127,7 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     """Write `snap` as the image at `root` (through a temporary file and a rename); a store that
     cannot be written keeps the image it has, or none."""
     snap.compact_ready(now=True)
-    files, sums, phrases, columns, raws = [], [], [], [], []
+    files, sums, phrases, raws = [], [], [], []
     at = raw_at = 0
     for path, rows in snap.files.items():
         raw = rows.text()

@@ -226,7 +226,7 @@ class Layer:
             scope_level = np.maximum(snap.centroids[scopes] @ queries.T, snap.phrases[scopes] @ queries.T)
             self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
                                + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
-            self.scope_relevance = snap.scope_likeness(queries)  # to pick other_scopes' few, then exact
+            self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)

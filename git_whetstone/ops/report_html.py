@@ -179,7 +179,7 @@ def rules(page: dict[str, Any], issues: list[dict], learnings: list[dict]) -> st
         soon = x["retires_in"] is not None and x["retires_in"] <= page["retire_soon_days"]
         out.append(
             f'<li class="rule learning"><span class="id">{x["id"]}</span>{always_badge(x)}'
-            + (f'<span class="badge soon">retires soon</span>' if soon else "") + body(x["rule"])
+            + ('<span class="badge soon">retires soon</span>' if soon else "") + body(x["rule"])
             + f'<div class="bar" role="img" aria-label="weight {x["weight"]:.2f} of 1, {x["strength"]:.2f} before decay">'
             f'<span class="strength" style="width:{x["strength"] * 100:.1f}%"></span>'
             f'<span class="now" style="width:{x["weight"] * 100:.1f}%"></span>'
