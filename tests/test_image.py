@@ -12,12 +12,11 @@ import dataclasses
 import numpy as np
 import pytest
 
-from git_whetstone.base.config import Config, load
 from git_whetstone.index import freshness, image
 from git_whetstone.ops import capture as capture_op, recall as recall_op
 from git_whetstone.ops.hooks import reindex
 from git_whetstone.semantics.embed import get_embedder
-from tests.helpers import bench_module, git
+from tests.helpers import bench_store, git
 
 INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and a totals row",
            "Chart churn by region for executives; pick colors, title and axis scale", "tide charts"]
@@ -25,11 +24,7 @@ INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and 
 
 @pytest.fixture
 def big(store_root, monkeypatch):
-    bench = bench_module()
-    monkeypatch.setenv("WHETSTONE_TODAY", bench.BENCH_TODAY.isoformat())
-    monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", Config().embedding_backend)
-    config = load()
-    built = bench.build_store("big", 6_000, 3, config, None)
+    _, config, built = bench_store(monkeypatch, "big", 6_000, 3)
     return config, built.path
 
 

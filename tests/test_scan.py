@@ -21,7 +21,7 @@ from git_whetstone.index.columns import Columns
 from git_whetstone.ops import recall as recall_op
 from git_whetstone.ops.doctor import doctor
 from tests.eval import run as eval_run
-from tests.helpers import bench_module
+from tests.helpers import bench_store
 
 pytest.importorskip("numkong")
 
@@ -58,11 +58,7 @@ def test_the_eval_set_recalls_the_same_with_the_8bit_scan(tmp_path, monkeypatch)
 
 
 def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, monkeypatch):
-    bench = bench_module()
-    monkeypatch.setenv("WHETSTONE_TODAY", bench.BENCH_TODAY.isoformat())
-    monkeypatch.setenv("WHETSTONE_EMBEDDING_BACKEND", Config().embedding_backend)
-    config = load()
-    built = bench.build_store("big", 6_000, 11, config, None)
+    bench, config, built = bench_store(monkeypatch, "big", 6_000, 11)
     rng = random.Random(5)
     intents = bench.intents(rng, 40) + [
         "tide charts", "Plan the choir rehearsal schedule for the harbor master",  # nothing close
