@@ -68,7 +68,7 @@ def _has(module: str) -> bool:
 
 
 def demo(bin_dir: Path = BIN) -> int:
-    """attach → capture → recall → git log on a store root that is thrown away afterwards, with the
+    """attach → capture (a rule for every task among them) → recall → git log on a store root that is thrown away afterwards, with the
     whetstone installed in `bin_dir` (the checkout's .venv by default)."""
     if bin_dir == BIN:
         ensure_venv("")
@@ -91,6 +91,9 @@ def demo(bin_dir: Path = BIN) -> int:
             ["git", "whetstone", "capture", "great-tables",
              "Show the price column in US dollars, no decimal places.",
              "--scope", "currency formatting", "--provenance", "dollars again, no cents", "--confirm", "same:L1"],
+            # a rule for every task: every recall returns it first, whatever the task
+            ["git", "whetstone", "capture", "great-tables", "Add a note naming the data source under every table.",
+             "--scope", "source note", "--issue", "--always", "--provenance", "always cite the source"],
             ["git", "whetstone", "recall", "great-tables",
              "styling a gtcars table: currency formatting, color encoding, corner radius, row banding"],
             ["git", "whetstone", "log", "great-tables"],
