@@ -254,3 +254,16 @@ def test_a_scope_whose_only_returned_entry_is_always_on_is_still_listed(store: P
     capture(SKILL, "learning", "Mention the dialect in a comment at the top.", "dialect")
     result = recall(SKILL, "What is a good name for a cat?")
     assert result["other_scopes"].get("dialect") == 1  # its always-on issue came back, not this learning
+
+
+def test_the_cli_flags_set_and_show_the_mark(store: Path) -> None:
+    made = json.loads(run_cli("capture", SKILL, "Quote identifiers only when they need it.", "--scope", "quoting",
+                              "--always", "--json").stdout)
+    assert made["status"] == "committed" and made["always"] is True
+    assert "(length, for every task)" in run_cli("capture", "other", "Keep it short.", "--scope", "length",
+                                                  "--always").stdout
+    marked = run_cli("revise", SKILL, "L1", "--always")
+    assert marked.returncode == 0 and marked.stdout.startswith("committed: Whetstone marked L1")
+    shown = json.loads(run_cli("recall", SKILL, "What is a good name for a cat?", "--json").stdout)
+    assert {e["rule"] for e in shown["learnings"] + shown["issues"] if e["always"]} >= {
+        "Quote identifiers only when they need it.", "Put each selected column on its own line."}

@@ -126,10 +126,11 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> Snapshot | None:
 def write(root: Path, identity: str, snap: Snapshot) -> None:
     """Write `snap` as the image at `root` (through a temporary file and a rename); a store that
     cannot be written keeps the image it has, or none."""
-    snap.compact_ready(now=True)
     files, sums, phrases, raws = [], [], [], []
+    column_rows = np.zeros((COLUMNS, snap.size), np.int64)
     at = raw_at = 0
     for path, rows in snap.files.items():
+        column_rows[:, rows.start:rows.start + rows.n] = rows.columns
         raw = rows.text()
         s = len(rows.scopes)
         files.append([path, rows.stamp, rows.warning, rows.start, rows.n, rows.scopes, rows.top["L"], rows.top["I"],
@@ -139,10 +140,7 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
         at += s
         raws.append(raw)
         raw_at += len(raw)
-    column_rows = np.zeros((COLUMNS, snap.size), np.int64)
-    for _, rows in snap.files.items():
-        column_rows[:, rows.start:rows.start + rows.n] = rows.columns
-    arrays = {name: np.ascontiguousarray(array) for name, array in snap.image_arrays().items()}
+    arrays = {name: np.ascontiguousarray(array) for name, array in snap.image_arrays().items()}  # compact copies made
     arrays["sums"] = np.concatenate(sums) if sums else np.zeros((0, snap.dim), np.float32)
     arrays["file_phrases"] = np.concatenate(phrases) if phrases else np.zeros((0, snap.dim), np.float32)
     arrays["file_columns"] = column_rows

@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 INT8_FROM = 20_000      # rows: below this the float32 product is as fast as the scan and a rescoring
-KERNELS = ("auto", "int8", "numpy")
 EPS = 1e-4              # float32 rounding in the exact products, which differ in the last bits by shape
 
 _NUMKONG: object | None = None
@@ -98,26 +97,14 @@ class Queries:
         self.packed_half = nk.dots_pack(half)
         self.norm = float(np.linalg.norm(queries, axis=1).max()) if len(queries) else 0.0
 
-    def dots(self, codes: np.ndarray, scales: np.ndarray) -> np.ndarray:
-        """Approximately `queries @ vectors.T` (clauses × rows, float32, each clause's row
-        contiguous) from the rows' int8 codes and scales."""
-        raw = np.asarray(numkong().dots_packed(codes, self.packed))
-        both = np.ascontiguousarray(raw.T, dtype=np.float32)
-        c = len(self.first)
-        out = both[:c]
-        out *= self.first[:, None]
-        both[c:] *= self.second[:, None]
-        out += both[c:]
-        out *= scales
-        return out
-
     def dots_half(self, half: np.ndarray) -> np.ndarray:
         """Approximately `queries @ vectors.T` (clauses × rows) from the rows in float16."""
         raw = np.asarray(numkong().dots_packed(half, self.packed_half))
         return np.ascontiguousarray(raw.T, dtype=np.float32)
 
     def delta(self, residual, half: bool = False):
-        """A bound on the error of `dots` (or `dots_half`) for rows whose residual is `residual`
+        """A bound on the error of an int8 product (as `Columns.approximate` computes it), or of
+        `dots_half`, for rows whose residual is `residual`
         (a number, or an array of them). For unit rows v and queries q, v̂ and q̂ what the kernel
         reads: |v·q − v̂·q̂| ≤ |v − v̂|·|q| + |v̂|·|q − q̂|, where |v̂| ≤ |v| + |v − v̂|."""
         return residual * self.norm + (1 + residual) * (self.half_residual if half else self.residual) + EPS

@@ -141,10 +141,12 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, scopes: list
     live = [(origin, snap) for origin, snap in snaps if snap.count]
     if live:
         queries = ws.embedder.embed(clauses(intent))
-        ranked = _rank([Layer(origin, snap, queries, day, config, named) for origin, snap in live], k, config)
+        layers = [Layer(origin, snap, queries, day, config, named) for origin, snap in live]
+        ranked = _rank(layers, k, config)
         result.update(learnings=ranked.learnings, issues=ranked.issues, conflicts=ranked.conflicts,
                       fallback=ranked.fallback, omitted=ranked.omitted, other_scopes=ranked.other_scopes)
-        unknown = [name for name in named if not any(layer_has(snap, name) for _, snap in live)]
+        found = set().union(*(layer.found for layer in layers))
+        unknown = [name for name in named if scope_key(name) not in found]
         if unknown:
             result["warnings"].append(f"no scope named {', '.join(repr(n) for n in unknown)} in {store.skill}; "
                                       f"other_scopes lists the scopes there are")
@@ -206,6 +208,7 @@ class Layer:
         self.weight = np.where(snap.is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
+        self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
         cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
         cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
@@ -412,8 +415,9 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         exact = np.maximum(snap.centroids[have] @ layer.queries.T, snap.phrases[have] @ layer.queries.T).max(axis=1)
         for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
-            if key not in used and relevance > nearest.get(key, (-2.0, ""))[0]:
-                nearest[key] = (relevance, nearest.get(key, (0.0, display))[1])
+            seen = nearest.get(key)
+            if key not in used and (seen is None or relevance > seen[0]):
+                nearest[key] = (relevance, seen[1] if seen else display)  # the first spelling met names it
     chosen = sorted(nearest.items(), key=lambda item: (-item[1][0], item[1][1]))[:OTHER_SCOPES]
     out = {}
     for key, (_, display) in chosen:
@@ -421,15 +425,9 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         for layer, count in zip(layers, counts):
             for kind in ("learning", "issue"):
                 at = layer.snap.scope_number.get((kind, key))
-                total += int(count[at]) if at is not None and at < len(count) else 0
+                total += int(count[at]) if at is not None else 0
         out[display] = total
     return out
-
-
-def layer_has(snap: Snapshot, name: str) -> bool:
-    """Whether the store has a scope called `name` (as scope keys compare)."""
-    key = scope_key(name)
-    return any(k == key for _, k, _ in snap.scopes)
 
 
 def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Config) -> None:

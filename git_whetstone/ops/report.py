@@ -27,7 +27,7 @@ from ..git.history import commits
 from ..index.reading import store_entries
 from ..index.records import Entry, day_number
 from ..store.store import Store, list_skills
-from ..store.weight import days_to_retire, weights
+from ..store.weight import days_to_retire, strength, weights
 from .compact import findings
 from .metrics import iso_week, metrics
 from .report_html import render
@@ -111,12 +111,12 @@ def entries(store: Store, rows: list[Entry], day: dt.date, config: Config) -> tu
     seen = np.array([day_number(e.last_seen) for e in learned], np.int64)
     now = weights(recurrence, seen, day, config) if learned else np.zeros(0)
     left = days_to_retire(now, config)
-    strength = 1.0 - 1.0 / (1.0 + recurrence)
+    before = strength(recurrence)
     learnings = [{"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope, "recurrence": e.recurrence,
                   "first_seen": e.first_seen, "last_seen": e.last_seen, "weight": round(float(w), 4),
                   "strength": round(float(s), 4), "retires_in": None if np.isinf(d) else int(d),
                   "always": e.always}
-                 for e, w, s, d in zip(learned, now.tolist(), strength.tolist(), left.tolist())]
+                 for e, w, s, d in zip(learned, now.tolist(), before.tolist(), left.tolist())]
     learnings.sort(key=lambda item: (-item["weight"], int(item["id"][1:])))
     issues = [{"id": e.id, "title": e.title, "rule": e.body, "scope": e.scope, "always": e.always}
               for e in sorted((e for e in rows if e.kind == "issue"), key=lambda e: int(e.id[1:]))]

@@ -21,7 +21,7 @@ from ..index.records import Entry
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Judgement
 from ..store import events
 from .context import CANDIDATES, Context, candidate
-from .inputs import Answer, answer, clean_body, clean_run_id, clean_scope
+from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from .workspace import Workspace
 from .writes import DECLINED, Outcome, ask, brief, harden, mark, move, promotion_declined, reinforce, reword, soften
 
@@ -36,8 +36,7 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
     (issue → learning), optionally rewording it (`body`) or moving it to another `scope`; or, with
     no action, set (`always=True`) or clear (`always=False`) its mark as a rule for every task."""
     ws = Workspace.of(config)
-    if always is not None and not isinstance(always, bool):
-        raise WhetstoneError(f"always must be true or false, got {shown(always)}")
+    always = None if always is None else clean_always(always)  # None: the mark stays as it is
     if action in (None, "") and always is not None:
         if body not in (None, "") or scope not in (None, ""):
             raise WhetstoneError("always goes in a call of its own (no body or scope)")

@@ -20,9 +20,14 @@ def weight(recurrence: int, last_seen: str | None, day: dt.date, config: Config)
     return round(float(weights(np.array([recurrence]), np.array([seen]), day, config)[0]), 4)
 
 
+def strength(recurrence: np.ndarray) -> np.ndarray:
+    """A learning's weight before decay: `1 − 1/(1 + recurrence)`."""
+    return 1.0 - 1.0 / (1.0 + recurrence)
+
+
 def weights(recurrence: np.ndarray, last_seen: np.ndarray, day: dt.date, config: Config) -> np.ndarray:
     """`weight` over arrays (last_seen as day numbers, 0 when unknown: no decay)."""
-    r = 1.0 - 1.0 / (1.0 + recurrence)
+    r = strength(recurrence)
     if not config.learnings_decay:
         return r
     days = np.where(last_seen > 0, np.maximum(0, day.toordinal() - last_seen), 0)
