@@ -7,6 +7,7 @@
     python bench/run.py --backend sentence-transformers --sizes 1000   # the model backend's figures
     python bench/run.py --backend static --sizes 1000,10000            # the distilled table's
     python bench/run.py --report-only --sizes 1000,11000               # the report page alone
+    python bench/run.py --sizes 1000 --no-quality                      # speed alone, no quality table
 
 Each store is a real skill store: created by `attach`, then every scope file (10 entries per
 scope, 10% issues, varied English rules, recurrences 1-6, last_seen spread over the past year)
@@ -20,9 +21,12 @@ one CLI process), capture (new, reinforced), revise, compact (dry run, applied, 
 the MCP server's first and warm recall and peak RSS, MCP spawn-to-initialize, and the report page
 after a year of history (one commit per entry, events to match) is added on top. Floors, measured in
 the same run: embedding every text once, one numpy dot over all vectors, git add + commit of one
-file, `python -c "import numpy"`, the idle server's RSS, `import mcp.server.mcpserver`. The table
-gives each figure, its ratio to its floor, the targets (a table keyed by figure and size) and the
-log-log slope of every figure between neighbouring sizes. `--json` writes every run.
+file, `python -c "import numpy"`, the idle server's RSS, `import mcp.server.mcpserver`, reading
+and parsing every scope file, one int8 pass over every row. The table gives each figure, its ratio
+to its floor, the targets (a table keyed by figure and size) and the log-log slope of every figure
+between neighbouring sizes. Then quality beside speed, so nothing is bought with quality: the
+labeled set's held-out third (tests/eval) and PrefEval for every installed backend, silent harm
+first. `--json` writes every run.
 """
 from __future__ import annotations
 
@@ -76,8 +80,8 @@ TARGETS: dict[tuple[str, int], tuple[float, str]] = {
     ("export", 100_000): (2_000, "issue 20"),
     ("report", 1_000): (1_000, "issue 21"),
 }
-GROWTH = (3, "issue 20")
-REPORT_MAX = 11_000  # the report is timed in a full run up to this size (issue 21 asks about 1,000 and 11,000)  # recall at 100,000 entries at most this many times recall at 10,000
+GROWTH = (3, "issue 20")  # recall at 100,000 entries at most this many times recall at 10,000
+REPORT_MAX = 11_000  # the report is timed in a full run up to this size (issue 21 asks about 1,000 and 11,000)
 
 # --- synthetic content ---------------------------------------------------------------------------
 
@@ -578,6 +582,7 @@ def _answer(result: dict) -> dict:
 
 def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argparse.Namespace,
                rng: random.Random) -> tuple[dict[str, Measure], dict[str, float], dict[str, str]]:
+    from git_whetstone.format import blocks
     from git_whetstone.git import runner
     from git_whetstone.index import freshness, scan
     from git_whetstone.ops import capture as capture_op, compact as compact_op, recall as recall_op
@@ -606,6 +611,10 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     texts = [b for _, b, _ in built.learnings + built.issues] + sorted({s.phrase for s in built.scopes})
     ms = clock(lambda: [embedder.embed(texts[i:i + 2048]) for i in range(0, len(texts), 2048)])[0]
     figures["floor_embed"] = Measure([ms], f"{len(texts):,} texts (bodies and scope phrases), batches of 2,048")
+    # floor of a build's other half: reading and parsing every scope file once, in this one process
+    files = sorted(built.path.glob("learnings/*.md")) + sorted(built.path.glob("issues/*.md"))
+    ms = clock(lambda: [blocks.parse(f.read_text(encoding="utf-8"), f.name, f.parent.name) for f in files])[0]
+    figures["floor_parse"] = Measure([ms], f"{len(files):,} scope files read and parsed, one process")
 
     # 1. index build from scratch: the first recall with no index.sqlite and nothing cached
     say("   index build from scratch")
@@ -856,6 +865,56 @@ def bench_backend(size: int, cfg: Any, env: dict[str, str], args: argparse.Names
     return figures
 
 
+def bench_quality(backends: list[str]) -> dict[str, Any]:
+    """Quality beside speed: the labeled set's held-out third (tests/eval) for every installed
+    backend (or those named), silent harm first, then what was caught and asked, recall F1 and PrefEval; run as its
+    own process (the eval sets its own store root and clock) with captures through the library."""
+    from tests.eval.run import PREFEVAL  # beside the checkout, read at run time, never copied here
+
+    cmd = [sys.executable, "-m", "tests.eval.run", "--split", "test", "--via", "library", "--json"]
+    cmd += [f"--backend={b}" for b in backends]
+    if PREFEVAL.is_dir():
+        cmd.append(f"--prefeval={PREFEVAL}")
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WHETSTONE_")}
+    started = time.perf_counter()
+    proc = subprocess.run(cmd, cwd=REPO, env=env, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise SystemExit(f"the quality run failed: {proc.stderr.strip().splitlines()[-1:]}")
+    return {"reports": json.loads(proc.stdout), "seconds": time.perf_counter() - started,
+            "prefeval": str(PREFEVAL) if PREFEVAL.is_dir() else None}
+
+
+def quality_table(quality: dict[str, Any], default: str) -> str:
+    """One column per backend; silent harm first (a change that raises F1 and adds harm is a regression)."""
+    reports = quality["reports"]
+
+    def modes(r: dict, key: str) -> str:
+        return " / ".join(str(r["judge"][m][key]) if key == "harmed" else f"{r['judge'][m][key]:.2f}"
+                          for m in ("autonomous", "balanced", "supervised"))
+
+    rows = [
+        ("silent harm (pairs): autonomous / balanced / supervised", lambda r: modes(r, "harmed")),
+        ("duplicates + contradictions caught", lambda r: modes(r, "caught")),
+        ("distinct + compatible asked about or flagged", lambda r: modes(r, "asked")),
+        ("recall macro F1: always-on marked / no marks",
+         lambda r: f"{r['recall']['f1']:.2f} / {r['recall_unmarked']['f1']:.2f}"),
+        ("rules for every task returned (marked)", lambda r: f"{r['recall']['always_recall']:.2f}"),
+        ("PrefEval hit@1 / hit@5 / MRR", lambda r: " / ".join(f"{r['prefeval'][m]:.2f}" for m in ("hit@1", "hit@5", "mrr"))
+         if r.get("prefeval") else "—"),
+        ("recall on the labeled set, median ms", lambda r: f"{r['recall']['ms_median']:.1f}"),
+    ]
+    head = [f"quality (held-out third of tests/eval, {reports[0]['judge']['pairs']} judged pairs, "
+            f"{reports[0]['recall']['queries']} queries)",
+            *(r["backend"] + (" (default)" if r["backend"] == default else "") for r in reports)]
+    body = [[label, *(get(r) for r in reports)] for label, get in rows]
+    widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(row, widths)).rstrip() for row in [head, *body]]
+    lines.insert(1, "-" * len(lines[0]))
+    lines.append(f"(measured in {quality['seconds']:.0f} s; `python3 dev.py eval --split test` gives the same "
+                 f"through the MCP server{'; PrefEval read from ' + quality['prefeval'] if quality['prefeval'] else ''})")
+    return "\n".join(lines)
+
+
 def profile(fn: Callable[[], Any], calls: int, top: int = 22) -> str:
     prof = cProfile.Profile()
     prof.enable()
@@ -871,6 +930,7 @@ def profile(fn: Callable[[], Any], calls: int, top: int = 22) -> str:
 
 ROWS = [  # (figure[:p95], label, floor: a figure of the same size, "@name" for a size-free one, or None)
     ("recall_cold", "index build from scratch (first recall, no index)", "floor_embed"),
+    ("floor_parse", "floor: read and parse every scope file (one process)", None),
     ("recall_inproc", "recall in-process (long-lived) median", "floor_dot"),
     ("recall_inproc:p95", "recall in-process (long-lived) p95", "floor_dot"),
     ("recall_numpy", "recall in-process, every row in float32 (numpy)", "floor_dot"),
@@ -997,8 +1057,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json", nargs="?", const="-", metavar="FILE",
                         help="write every figure as JSON to FILE ('-' or no value: stdout, table to stderr)")
     parser.add_argument("--profile", action="store_true", help="print cProfile tops for recall and capture")
-    parser.add_argument("--backend", default="hashing", choices=["hashing", "static", "sentence-transformers"],
-                        help="static or sentence-transformers: first load, reindex, recall and capture with it")
+    parser.add_argument("--backend", choices=["hashing", "static", "sentence-transformers"],
+                        help="only this backend's own figures: first load, reindex, recall and capture with it "
+                             "(default: the whole table with the default backend)")
+    parser.add_argument("--no-quality", action="store_true",
+                        help="skip the quality figures (the labeled set's held-out third and PrefEval for every "
+                             "installed backend, a few minutes) printed beside the speed ones")
     parser.add_argument("--report-only", action="store_true",
                         help="only the report page (issue 21): each size's store, a year of history, the report timed")
     parser.add_argument("--model", help="embedding_model for --backend sentence-transformers (default: the "
@@ -1016,7 +1080,7 @@ def main(argv: list[str] | None = None) -> int:
         del os.environ[key]  # a user's settings must not change what is measured
     os.environ.update({"WHETSTONE_STORE_ROOT": str(root), "WHETSTONE_TODAY": BENCH_TODAY.isoformat(),
                        "WHETSTONE_CONFIG": str(tmp / "config.toml"), **GIT_IDENTITY})
-    if args.backend != "hashing":
+    if args.backend:
         os.environ.update({"WHETSTONE_EMBEDDING_BACKEND": args.backend, "HF_HUB_OFFLINE": "1",
                            "WHETSTONE_EMBEDDING_MODEL": args.model or _packaged_model()})
     env = dict(os.environ)
@@ -1038,12 +1102,14 @@ def main(argv: list[str] | None = None) -> int:
         load_before = os.getloadavg()[0]
         say(f"whetstone {git_whetstone.__version__} bench · python {platform.python_version()} · "
             f"{os.cpu_count()} cpus · load {load_before:.2f} · repeat {args.repeat} · store root {root}")
-        if args.backend != "hashing":
+        if args.backend:
             for size in sizes:
                 say(f"… {size:,} entries, {args.backend} ({cfg.embedding_model})")
                 figures = bench_backend(size, cfg, env, args, random.Random(args.seed + size))
                 for name, m in figures.items():
                     say(f"  {name:<16}{fmt_ms(m.median):>12} median{fmt_ms(m.p95):>12} p95   {m.note}")
+            if not args.no_quality:
+                say("\n" + quality_table(bench_quality([args.backend]), cfg.embedding_backend))
             return 0
         if args.report_only:
             for size in sizes:
@@ -1069,6 +1135,11 @@ def main(argv: list[str] | None = None) -> int:
         load_after = os.getloadavg()[0]
         say("")
         say(text)
+        quality = None
+        if not args.no_quality:
+            say("… quality, every installed backend")
+            quality = bench_quality([])
+            say("\n" + quality_table(quality, cfg.embedding_backend))
         if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
             say(f"  warning: the machine was busy (load {load_before:.2f} before, {load_after:.2f} after); "
                 f"figures are inflated")
@@ -1085,6 +1156,7 @@ def main(argv: list[str] | None = None) -> int:
                 "sizes": {str(s): {"build_s": builds[s], **{k: m.as_json() for k, m in results[s].items()}}
                           for s in sizes},
                 "targets": verdicts,
+                "quality": quality,
             }
             blob = json.dumps(data, indent=2)
             if args.json == "-":
