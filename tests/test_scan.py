@@ -124,3 +124,30 @@ def test_doctor_says_which_scan_runs(store_root):
     assert "numkong" in found["scan"]["detail"] and "int8" in found["scan"]["detail"]
     plain = {c["name"]: c for c in doctor("tables", config=dataclasses.replace(load(), vector_scan="numpy"))["checks"]}
     assert plain["scan"]["detail"] == "recall scans vectors with numpy float32 (vector_scan = numpy)"
+
+
+def test_the_scan_in_blocks_gives_what_one_pass_over_every_row_gives(monkeypatch):
+    """`approximate` multiplies a block of rows at a time (`SCAN_BLOCK`); the scores and bounds
+    must be the very numbers one pass over the whole matrix gives, tail block included."""
+    from git_whetstone.index import columns
+    rng = np.random.default_rng(5)
+    dim, rows, scopes = 64, 2_500, 40
+    cols = Columns(dim, rows, scopes)
+    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+    cols.size = rows
+    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
+    for matrix in (cols.phrases, cols.centroids):
+        m = rng.standard_normal((scopes, dim)).astype(np.float32)
+        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    cols.scopes_changed(np.arange(scopes))
+    cols.scope_of[:] = rng.integers(0, scopes, rows)
+    for clauses in (1, 5, 16):
+        queries = rng.standard_normal((clauses, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        monkeypatch.setattr(columns, "SCAN_BLOCK", 10 ** 9)
+        whole = [a.copy() for a in cols.approximate(queries, 0.7)]
+        monkeypatch.setattr(columns, "SCAN_BLOCK", 1_000)  # two full blocks and a tail of 500
+        blocks = cols.approximate(queries, 0.7)
+        for a, b in zip(whole, blocks):
+            assert a.shape == b.shape and np.array_equal(a, b)

@@ -31,6 +31,9 @@ NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlit
 MAGIC = b"whetstone snapshot\n"
 VERSION = 4  # 4: the always column (applies: always)
 ALIGN = 64
+# float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
+# thousand rows of them, and the scan reads only their compact copies
+READ_NOT_MAPPED = ("vectors", "phrases", "centroids")
 IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
@@ -43,23 +46,22 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
             if os.fstat(file.fileno()).st_size < len(MAGIC) + 8:
                 return None
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
-            reader = Rows(os.dup(file.fileno()))
+            readers = {name: Rows(os.dup(file.fileno())) for name in READ_NOT_MAPPED}
     except (OSError, ValueError):
         return None
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of small objects, none of them garbage: no collection passes
     try:
-        snap = _restore(mapped, identity, dim)
+        snap, layout = _restore(mapped, identity, dim)
     except (ValueError, KeyError, TypeError, IndexError):
         snap = None
     finally:
         if collecting:
             gc.enable()
     if snap is not None:
-        offset, _, _ = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + int.from_bytes(
-            mapped[len(MAGIC):len(MAGIC) + 8], "little")])["arrays"]["vectors"]
-        reader.place(offset, snap.size, dim)
-        snap.row_reader = reader
+        for name, reader in readers.items():
+            reader.place(layout[name][0], snap.size if name == "vectors" else len(snap.scopes), dim)
+        snap.readers = readers
     return snap
 
 
@@ -95,18 +97,19 @@ class Rows:
             pass
 
 
-def _restore(mapped: mmap.mmap, identity: str, dim: int) -> Snapshot | None:
+def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | None, dict]:
+    """The snapshot, and where each array lies in the file (offset, dtype, shape by name)."""
     if mapped[:len(MAGIC)] != MAGIC:
-        return None
+        return None, {}
     length = int.from_bytes(mapped[len(MAGIC):len(MAGIC) + 8], "little")
     header = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + length])
     if header["version"] != VERSION or header["identity"] != identity or header["dim"] != dim:
-        return None
+        return None, {}
     arrays = {}
     for name, (offset, dtype, shape) in header["arrays"].items():
         count = int(np.prod(shape))
         if offset + count * np.dtype(dtype).itemsize > len(mapped):
-            return None  # truncated
+            return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
     raw = memoryview(mapped)[header["raw_base"]:]
     files: list[tuple[str, FileRows]] = []
@@ -120,7 +123,7 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> Snapshot | None:
     snap = Snapshot(dim)
     snap.restore(arrays, header["size"], [tuple(s) for s in header["scopes"]], files, header["dead"],
                  header["duplicates"], header["scope_residual"])
-    return snap
+    return snap, header["arrays"]
 
 
 def write(root: Path, identity: str, snap: Snapshot) -> None:

@@ -226,7 +226,8 @@ class Layer:
             scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
             place = np.empty(len(snap.scopes), np.intp)
             place[scopes] = np.arange(len(scopes))
-            scope_level = np.maximum(snap.centroids[scopes] @ queries.T, snap.phrases[scopes] @ queries.T)
+            scope_level = np.maximum(snap.scope_vectors_of("centroids", scopes) @ queries.T,
+                                     snap.scope_vectors_of("phrases", scopes) @ queries.T)
             self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
                                + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
             self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
@@ -412,7 +413,8 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         take = OTHER_SCOPES * 2 + len(used) + 16
         if len(have) > take:
             have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
-        exact = np.maximum(snap.centroids[have] @ layer.queries.T, snap.phrases[have] @ layer.queries.T).max(axis=1)
+        exact = np.maximum(snap.scope_vectors_of("centroids", have) @ layer.queries.T,
+                           snap.scope_vectors_of("phrases", have) @ layer.queries.T).max(axis=1)
         for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
             seen = nearest.get(key)
