@@ -10,6 +10,7 @@ match nothing (the fallback), one-word intents and many-sided ones.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import random
 
 import numpy as np
@@ -151,3 +152,66 @@ def test_the_scan_in_blocks_gives_what_one_pass_over_every_row_gives(monkeypatch
         blocks = cols.approximate(queries, 0.7)
         for a, b in zip(whole, blocks):
             assert a.shape == b.shape and np.array_equal(a, b)
+
+
+def test_the_shortcuts_of_recall_give_what_the_full_computation_gives(tmp_path, monkeypatch):
+    """Two shortcuts recall takes whatever the scan: conflicts judged only for the pairs
+    `may_oppose` lets through, and weights computed only for the rows ranked or shown. On the
+    labeled set, recall answers the same with every close pair judged; and a weight computed for
+    a few rows is the very number computed for every row at once."""
+    from git_whetstone.store.weight import weights
+    monkeypatch.setenv("WHETSTONE_TODAY", eval_run.DAY)
+    config = dataclasses.replace(load(tmp_path / "eval"), consult_global=False,
+                                 embedding_backend=Config().embedding_backend)
+    conflicts = 0
+    for skill in eval_run.load_set()["skills"]:
+        eval_run.load_skill(config, skill)
+        for q in skill["queries"]:
+            with monkeypatch.context() as m:
+                m.setattr(recall_op, "may_oppose", lambda readings: np.ones((len(readings),) * 2, bool))
+                every_pair = recall_op.recall(skill["skill"], q["intent"], config=config)
+            shortcut = recall_op.recall(skill["skill"], q["intent"], config=config)
+            assert _answer(shortcut) == _answer(every_pair), q["intent"]
+            conflicts += len(shortcut["conflicts"])
+    assert conflicts > 10
+    rng = np.random.default_rng(2)
+    day = dt.date.fromisoformat(eval_run.DAY)
+    recurrence = rng.integers(1, 40, 100_000)
+    last_seen = (day.toordinal() - rng.integers(0, 2_000, 100_000)) * (rng.random(100_000) > 0.05)  # 0: never seen
+    every = weights(recurrence, last_seen, day, config)
+    for size in (*range(1, 20), 200, 5_000):
+        rows = rng.choice(100_000, size, replace=False)
+        assert np.array_equal(weights(recurrence[rows], last_seen[rows], day, config), every[rows])
+
+
+def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_scan(store_root, monkeypatch):
+    """`Context.nearest` (capture's duplicate check) on a big store scans the 8-bit rows and scores
+    exactly only those that may reach the judge's floor: the entries, their order, similarities
+    and verdicts are those of scoring every row in float32."""
+    from git_whetstone.ops.context import Context
+    from git_whetstone.ops.workspace import Workspace
+    bench, config, built = bench_store(monkeypatch, "big", 6_000, 11)
+    rng = random.Random(8)
+    stored = [body for _, body, _ in rng.sample(built.learnings + built.issues, 25)]
+    bodies = stored + [s.rstrip(".") + " in every report." for s in stored[:10]] + [
+        "Never use more than two decimal places in a revenue table", "Bake sourdough with a long cold proof",
+        "Use a colorblind-safe palette for every chart", "Left-align text columns and right-align numbers"]
+    scopes = [rng.choice(built.scopes).phrase for _ in bodies]
+
+    def nearest(scan_path: str) -> list:
+        freshness.LIVE.clear()
+        ws = Workspace.of(dataclasses.replace(config, vector_scan=scan_path))
+        ctx = Context.open(ws, ws.store("big"))
+        assert scan.kernel(ctx.snap.size, scan_path) == scan_path
+        # every entry above the judge's floor, not only the closest 25: the scan's bound decides
+        # about the farthest of them
+        return [[(e.id, j.similarity, j.relation, j.reason, j.opposed)
+                 for e, j in ctx.nearest(b, s, limit=10_000)] for b, s in zip(bodies, scopes)]
+
+    compact, exact = nearest("int8"), nearest("numpy")
+    # the same entries in the same order with the same verdicts; a similarity may differ in the
+    # last bit of a float32 (a product over fewer rows adds in another order), far below the
+    # thousandth capture shows
+    assert [[f[:1] + f[2:] for f in found] for found in compact] == [[f[:1] + f[2:] for f in found] for found in exact]
+    assert all(abs(a[1] - b[1]) < 1e-6 for x, y in zip(compact, exact) for a, b in zip(x, y))
+    assert sum(len(found) for found in exact) > 1_000 and all(exact[:25])  # a stored rule finds itself
