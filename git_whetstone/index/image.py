@@ -112,16 +112,22 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
             return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
     raw = memoryview(mapped)[header["raw_base"]:]
+    # one tuple per scope, shared by the snapshot and every file that holds it as it names it
+    # (JSON gives each its own copy of every string: 3 MB at 10,000 scopes)
+    kinds = {"learning": "learning", "issue": "issue"}
+    scope_list = [(kinds.get(kind, kind), key, display) for kind, key, display in header["scopes"]]
+    same = {t: t for t in scope_list}
     files: list[tuple[str, FileRows]] = []
     for path, stamp, warning, start, n, scopes, top_l, top_i, at, raw_at, raw_len in header["files"]:
         s = len(scopes)
-        rows = FileRows(stamp, [tuple(x) for x in scopes], arrays["sums"][at:at + s], arrays["file_phrases"][at:at + s],
+        named = [same.setdefault(t, t) for t in map(tuple, scopes)]
+        rows = FileRows(stamp, named, arrays["sums"][at:at + s], arrays["file_phrases"][at:at + s],
                         arrays["file_columns"][:, start:start + n], {"L": top_l, "I": top_i}, warning,
                         raw=raw[raw_at:raw_at + raw_len])
         rows.start = start
         files.append((path, rows))
     snap = Snapshot(dim)
-    snap.restore(arrays, header["size"], [tuple(s) for s in header["scopes"]], files, header["dead"],
+    snap.restore(arrays, header["size"], scope_list, files, header["dead"],
                  header["duplicates"], header["scope_residual"])
     return snap, header["arrays"]
 
