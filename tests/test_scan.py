@@ -128,8 +128,10 @@ def test_doctor_says_which_scan_runs(store_root):
 
 
 def test_the_scan_in_blocks_gives_what_one_pass_over_every_row_gives(monkeypatch):
-    """`approximate` multiplies a block of rows at a time (`SCAN_BLOCK`); the scores and bounds
-    must be the very numbers one pass over the whole matrix gives, tail block included."""
+    """`approximate` multiplies a block of rows at a time (`SCAN_BLOCK`) and adds each row's scope
+    score in the same block; the scores and bounds must be the very numbers the whole-matrix
+    computation gives (one numkong call over every row, then each clause's scope scores added),
+    tail block included."""
     from git_whetstone.index import columns
     rng = np.random.default_rng(5)
     dim, rows, scopes = 64, 2_500, 40
@@ -143,15 +145,24 @@ def test_the_scan_in_blocks_gives_what_one_pass_over_every_row_gives(monkeypatch
         matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
     cols.scopes_changed(np.arange(scopes))
     cols.scope_of[:] = rng.integers(0, scopes, rows)
+    monkeypatch.setattr(columns, "SCAN_BLOCK", 1_000)  # two full blocks and a tail of 500
     for clauses in (1, 5, 16):
         queries = rng.standard_normal((clauses, dim)).astype(np.float32)
         queries /= np.linalg.norm(queries, axis=1, keepdims=True)
-        monkeypatch.setattr(columns, "SCAN_BLOCK", 10 ** 9)
-        whole = [a.copy() for a in cols.approximate(queries, 0.7)]
-        monkeypatch.setattr(columns, "SCAN_BLOCK", 1_000)  # two full blocks and a tail of 500
-        blocks = cols.approximate(queries, 0.7)
-        for a, b in zip(whole, blocks):
-            assert a.shape == b.shape and np.array_equal(a, b)
+        approx, slack = (a.copy() for a in cols.approximate(queries, 0.7))
+        # the whole-matrix computation, as the scan did it in one pass
+        q = scan.Queries(queries)
+        both = np.asarray(scan.numkong().dots_packed(cols.codes, q.packed)).T.astype(np.float32)
+        whole, second = both[:clauses], both[clauses:]
+        whole *= (q.first * (1 - 0.7))[:, None]
+        second *= (q.second * (1 - 0.7))[:, None]
+        whole += second
+        whole *= cols.scales
+        scope = np.maximum(q.dots_half(cols.centroids16), q.dots_half(cols.phrases16)) * np.float32(0.7)
+        for j in range(clauses):
+            whole[j] += scope[j][cols.scope_of]
+        assert approx.shape == whole.shape and np.array_equal(approx, whole)
+        assert np.array_equal(cols.approximate(queries, 0.7)[1], slack)
 
 
 def test_the_shortcuts_of_recall_give_what_the_full_computation_gives(tmp_path, monkeypatch):

@@ -12,7 +12,7 @@ import numpy as np
 
 from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 
-SCAN_BLOCK = 4096  # rows the int8 scan multiplies at once (a block's products: 4096 × 2 × clauses int32)
+SCAN_BLOCK = 8192  # rows the int8 scan multiplies at once (a block's products: 8192 × 2 × clauses int32)
 
 
 class Columns:
@@ -150,8 +150,11 @@ class Columns:
         c, n = len(queries), self.size
         out = self._buffer("out", (c, n), np.float32)
         first, second = (q.first * (1 - share))[:, None], (q.second * (1 - share))[:, None]
-        # a block of rows at a time: numkong's integer products and their float copy stay a few
-        # hundred kilobytes (in cache) instead of two arrays the size of the store
+        scope = np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16))
+        self.scope_likeness = scope.max(axis=0) if len(self.scopes) else np.zeros(0, np.float32)
+        scope *= share
+        # a block of rows at a time: numkong's integer products, their float copy and the rows'
+        # scope scores stay a few hundred kilobytes (in cache) instead of arrays the size of the store
         for a in range(0, n, SCAN_BLOCK):
             b = min(a + SCAN_BLOCK, n)
             raw = self._result(b - a, 2 * c)
@@ -163,14 +166,9 @@ class Columns:
             both[c:] *= second
             block += both[c:]
             block *= self._scales[a:b]
-        scope = np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16))
-        self.scope_likeness = scope.max(axis=0) if len(self.scopes) else np.zeros(0, np.float32)
-        scope *= share
-        gathered = self._buffer("gathered", (n,), np.float32)
-        scope_of = self.scope_of
-        for j in range(c):
-            np.take(scope[j], scope_of, out=gathered)
-            out[j] += gathered
+            if len(self.scopes):
+                np.take(scope, self._scope_of[a:b], axis=1, out=both[:c])
+                block += both[:c]
         slack = self._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
         np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
         slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))

@@ -178,8 +178,11 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: fl
     maybe = top + slack >= cutoff
     sure = top - slack >= cutoff
     if sure.any():
-        at = np.flatnonzero(sure)
-        low = (approx[:, at] - slack[at]).max(axis=1)  # each clause's best is at least this
+        low = np.empty(len(approx), np.float32)  # each clause's best is at least this
+        sure_low = np.empty_like(slack)
+        for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
+            np.subtract(approx[j], slack, out=sure_low)
+            low[j] = np.max(sure_low, where=sure, initial=-np.inf)
         floor = np.maximum(low - band, low.max() - 3 * band)
         reach = approx[0] + slack
         near = reach >= floor[0]
