@@ -52,6 +52,12 @@ def _answers(config) -> list[dict]:
 
 def _same(a, b) -> None:
     assert a.size - a.dead == b.size - b.dead and a.count == b.count
+    # a scan gives a mapped image's pages of 8-bit rows back as it goes (image.CodePages): what
+    # it reads afterwards, rows appended since the image was written included, is unchanged
+    queries = get_embedder("static", "").embed(INTENTS)
+    for snap in (a, b):
+        first = [x.copy() for x in snap.approximate(queries, 0.7)]
+        assert all(np.array_equal(x, y) for x, y in zip(first, snap.approximate(queries, 0.7)))
     rows = np.array(list(a.by_key.values()), np.intp)
     others = np.array([b.by_key[key] for key in a.by_key], np.intp)
     # what recall reads with pread (vectors, and the scopes' phrases and centroids, a scope patched
@@ -66,7 +72,7 @@ def _same(a, b) -> None:
     for key, row in a.by_key.items():
         other = b.by_key[key]
         assert a.entries[row] == b.entries[other]
-        assert np.array_equal(a.vectors[row], b.vectors[other])
+        assert np.array_equal(a.vectors[row], b.vectors[other]) and np.array_equal(a.codes[row], b.codes[other])
         assert a.scopes[a.scope_of[row]] == b.scopes[b.scope_of[other]]
     assert a.files.keys() == b.files.keys()
     for path, rows in a.files.items():

@@ -45,6 +45,7 @@ class Columns:
         self._scratch: dict[str, np.ndarray] = {}         # reused by `approximate`: no page faults per call
         self.readers: dict[str, object] = {}               # an image's readers of vectors, phrases, centroids (image.Rows)
         self._edited_scopes: set[int] = set()              # scopes changed since the image was mapped
+        self.release_codes = None                          # a mapped image's pages of scanned rows given back (image.CodePages)
         self._results: dict[tuple[int, int], object] = {}  # numkong's output tensors, by shape
 
     # --- views ----------------------------------------------------------------------------------
@@ -159,6 +160,8 @@ class Columns:
             b = min(a + SCAN_BLOCK, n)
             raw = self._result(b - a, 2 * c)
             numkong().dots_packed(self._codes[a:b], q.packed, out=raw)
+            if self.release_codes is not None:
+                self.release_codes(self._codes, a, b)
             both = self._buffer("both", (2 * c, b - a), np.float32)
             np.copyto(both, np.asarray(raw).T, casting="unsafe")
             block = out[:, a:b]

@@ -62,7 +62,34 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
         for name, reader in readers.items():
             reader.place(layout[name][0], snap.size if name == "vectors" else len(snap.scopes), dim)
         snap.readers = readers
+        if hasattr(mmap, "MADV_DONTNEED"):
+            snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
     return snap
+
+
+class CodePages:
+    """Gives the kernel back the pages of 8-bit rows the scan has just read (madvise DONTNEED):
+    the scan reads every row on every recall, and leaving them mapped keeps 25 MB resident in a
+    long-lived process at 100,000 entries; mapping them again from the page cache costs a few
+    hundred microseconds a scan. Only the rows the image holds, which nothing writes, and only
+    whole pages of them: a row appended since lives in the mapping's private pages, which
+    DONTNEED would throw away."""
+
+    def __init__(self, mapped: mmap.mmap, base: np.ndarray, offset: int, rows: int, dim: int) -> None:
+        self.mapped, self.base, self.offset, self.rows, self.dim = mapped, base, offset, rows, dim
+
+    def __call__(self, codes: np.ndarray, a: int, b: int) -> None:
+        """Rows [a, b) of `codes` were just read."""
+        if codes.base is not self.base:
+            return  # grown into memory of its own: not the mapping any more
+        page = mmap.PAGESIZE
+        start = -(-(self.offset + a * self.dim) // page) * page
+        end = (self.offset + min(b, self.rows) * self.dim) // page * page
+        if end > start:
+            try:
+                self.mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+            except (OSError, ValueError):
+                self.base = None  # the kernel said no: stop asking
 
 
 class Rows:
