@@ -248,7 +248,7 @@ class Columns:
         size = int(np.prod(shape))
         base = self._scratch.get(name)
         if base is None or len(base) < size:
-            base = self._scratch[name] = np.empty(max(size, 2 * len(base) if base is not None else 0), dtype)
+            base = self._scratch[name] = np.empty(size + size // 8, dtype)  # room for rows a capture adds, not twice over
         return base[:size].reshape(shape)
 
     # --- growing ---------------------------------------------------------------------------------
