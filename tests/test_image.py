@@ -52,10 +52,27 @@ def _answers(config) -> list[dict]:
 
 def _same(a, b) -> None:
     assert a.size - a.dead == b.size - b.dead and a.count == b.count
+    # a scan gives a mapped image's pages of 8-bit rows back as it goes (image.CodePages): what
+    # it reads afterwards, rows appended since the image was written included, is unchanged
+    queries = get_embedder("static", "").embed(INTENTS)
+    for snap in (a, b):
+        first = [x.copy() for x in snap.approximate(queries, 0.7)]
+        assert all(np.array_equal(x, y) for x, y in zip(first, snap.approximate(queries, 0.7)))
+    rows = np.array(list(a.by_key.values()), np.intp)
+    others = np.array([b.by_key[key] for key in a.by_key], np.intp)
+    # what recall reads with pread (vectors, and the scopes' phrases and centroids, a scope patched
+    # since the image was written from memory) is what the arrays hold, and what the other load holds
+    np.random.default_rng(1).shuffle(rows)  # in any order, as recall asks
+    assert np.array_equal(a.vectors_of(rows), a.vectors[rows])
+    live = [i for i, (kind, key, _) in enumerate(a.scopes) if a.holders[(kind, key)]]
+    theirs = [b.scope_number[a.scopes[i][:2]] for i in live]
+    for name in ("phrases", "centroids"):
+        mine = a.scope_vectors_of(name, live[::-1])[::-1]
+        assert np.array_equal(mine, getattr(a, name)[live]) and np.array_equal(mine, b.scope_vectors_of(name, theirs))
     for key, row in a.by_key.items():
         other = b.by_key[key]
         assert a.entries[row] == b.entries[other]
-        assert np.array_equal(a.vectors[row], b.vectors[other])
+        assert np.array_equal(a.vectors[row], b.vectors[other]) and np.array_equal(a.codes[row], b.codes[other])
         assert a.scopes[a.scope_of[row]] == b.scopes[b.scope_of[other]]
     assert a.files.keys() == b.files.keys()
     for path, rows in a.files.items():
@@ -183,3 +200,27 @@ def test_a_big_build_shows_its_progress_on_a_terminal_only(big):
     assert "reading 600 scope files" in shown and "100%" in shown and "embedding 6540 entries" in shown, shown[-300:]
     piped = run_cli("reindex", "big")
     assert piped.returncode == 0 and "reading" not in piped.stderr and "embedding" not in piped.stderr
+
+
+def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
+    """A mapped snapshot's id key -> row index (`KeyIndex`: sorted arrays and a dict of changes)
+    answers every lookup, change and count as a dict given the same operations does."""
+    import random
+    from git_whetstone.index.snapshot import KeyIndex
+    rng = random.Random(4)
+    keys = rng.sample(range(2, 5_000), 1_500)
+    expected = dict(zip(keys, range(len(keys))))
+    index = KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    for step in range(6_000):
+        key = rng.randrange(0, 5_200)
+        op = rng.random()
+        if op < 0.3:
+            assert index.setdefault(key, step) == expected.setdefault(key, step)
+        elif op < 0.5 and key in expected:
+            del index[key], expected[key]
+        elif op < 0.6:
+            index[key] = expected[key] = step
+        else:
+            assert index.get(key) == expected.get(key) and (key in index) == (key in expected)
+        assert len(index) == len(expected)
+    assert dict(index.items()) == expected and sorted(index) == sorted(expected)

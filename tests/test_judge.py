@@ -161,3 +161,22 @@ def test_compact_merges_only_what_it_is_sure_of_and_reports_the_rest(store: Path
 def test_revise_takes_no_answer_that_names_an_entry(store: Path) -> None:
     with pytest.raises(WhetstoneError, match="revise takes confirm yes, no or new"):
         revise(SKILL, "L1", "reinforce", confirm="same:L1")
+
+
+def test_the_pre_filter_never_hides_an_opposition() -> None:
+    """recall judges only the pairs `may_oppose` lets through: over every pair of rules in the
+    labeled set (entries, and both sides of every labeled pair), a pair it rules out has no
+    opposition, so the judge could have found neither a contradiction nor an opposed look-alike."""
+    import numpy as np
+    from git_whetstone.semantics.judge import may_oppose, opposition, read
+    from tests.eval import run as eval_run
+    labeled = eval_run.load_set()
+    texts = {e["body"] for skill in labeled["skills"] for e in skill["entries"]}
+    for name in ("dedup", "conflict", "judge"):
+        texts |= {p[side] for p in labeled[name] for side in ("existing", "new")}
+    readings = [read(t) for t in sorted(texts)]
+    allowed = may_oppose(readings)
+    opposed = np.array([[bool(opposition(a, b)[0]) for b in readings] for a in readings])
+    assert len(readings) > 300 and opposed.sum() > 1000  # every kind of opposition is there to find
+    assert not (opposed & ~allowed).any()
+    assert (~allowed).sum() > allowed.sum() / 2  # and it rules out pairs: it is worth running

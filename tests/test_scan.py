@@ -10,6 +10,7 @@ match nothing (the fallback), one-word intents and many-sided ones.
 from __future__ import annotations
 
 import dataclasses
+import datetime as dt
 import random
 
 import numpy as np
@@ -124,3 +125,104 @@ def test_doctor_says_which_scan_runs(store_root):
     assert "numkong" in found["scan"]["detail"] and "int8" in found["scan"]["detail"]
     plain = {c["name"]: c for c in doctor("tables", config=dataclasses.replace(load(), vector_scan="numpy"))["checks"]}
     assert plain["scan"]["detail"] == "recall scans vectors with numpy float32 (vector_scan = numpy)"
+
+
+def test_the_scan_in_blocks_gives_what_one_pass_over_every_row_gives(monkeypatch):
+    """`approximate` multiplies a block of rows at a time (`SCAN_BLOCK`) and adds each row's scope
+    score in the same block; the scores and bounds must be the very numbers the whole-matrix
+    computation gives (one numkong call over every row, then each clause's scope scores added),
+    tail block included."""
+    from git_whetstone.index import columns
+    rng = np.random.default_rng(5)
+    dim, rows, scopes = 64, 2_500, 40
+    cols = Columns(dim, rows, scopes)
+    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+    cols.size = rows
+    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
+    for matrix in (cols.phrases, cols.centroids):
+        m = rng.standard_normal((scopes, dim)).astype(np.float32)
+        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    cols.scopes_changed(np.arange(scopes))
+    cols.scope_of[:] = rng.integers(0, scopes, rows)
+    monkeypatch.setattr(columns, "SCAN_BLOCK", 1_000)  # two full blocks and a tail of 500
+    for clauses in (1, 5, 16):
+        queries = rng.standard_normal((clauses, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        approx, slack = (a.copy() for a in cols.approximate(queries, 0.7))
+        # the whole-matrix computation, as the scan did it in one pass
+        q = scan.Queries(queries)
+        both = np.asarray(scan.numkong().dots_packed(cols.codes, q.packed)).T.astype(np.float32)
+        whole, second = both[:clauses], both[clauses:]
+        whole *= (q.first * (1 - 0.7))[:, None]
+        second *= (q.second * (1 - 0.7))[:, None]
+        whole += second
+        whole *= cols.scales
+        scope = np.maximum(q.dots_half(cols.centroids16), q.dots_half(cols.phrases16)) * np.float32(0.7)
+        for j in range(clauses):
+            whole[j] += scope[j][cols.scope_of]
+        assert approx.shape == whole.shape and np.array_equal(approx, whole)
+        assert np.array_equal(cols.approximate(queries, 0.7)[1], slack)
+
+
+def test_the_shortcuts_of_recall_give_what_the_full_computation_gives(tmp_path, monkeypatch):
+    """Two shortcuts recall takes whatever the scan: conflicts judged only for the pairs
+    `may_oppose` lets through, and weights computed only for the rows ranked or shown. On the
+    labeled set, recall answers the same with every close pair judged; and a weight computed for
+    a few rows is the very number computed for every row at once."""
+    from git_whetstone.store.weight import weights
+    monkeypatch.setenv("WHETSTONE_TODAY", eval_run.DAY)
+    config = dataclasses.replace(load(tmp_path / "eval"), consult_global=False,
+                                 embedding_backend=Config().embedding_backend)
+    conflicts = 0
+    for skill in eval_run.load_set()["skills"]:
+        eval_run.load_skill(config, skill)
+        for q in skill["queries"]:
+            with monkeypatch.context() as m:
+                m.setattr(recall_op, "may_oppose", lambda readings: np.ones((len(readings),) * 2, bool))
+                every_pair = recall_op.recall(skill["skill"], q["intent"], config=config)
+            shortcut = recall_op.recall(skill["skill"], q["intent"], config=config)
+            assert _answer(shortcut) == _answer(every_pair), q["intent"]
+            conflicts += len(shortcut["conflicts"])
+    assert conflicts > 10
+    rng = np.random.default_rng(2)
+    day = dt.date.fromisoformat(eval_run.DAY)
+    recurrence = rng.integers(1, 40, 100_000)
+    last_seen = (day.toordinal() - rng.integers(0, 2_000, 100_000)) * (rng.random(100_000) > 0.05)  # 0: never seen
+    every = weights(recurrence, last_seen, day, config)
+    for size in (*range(1, 20), 200, 5_000):
+        rows = rng.choice(100_000, size, replace=False)
+        assert np.array_equal(weights(recurrence[rows], last_seen[rows], day, config), every[rows])
+
+
+def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_scan(store_root, monkeypatch):
+    """`Context.nearest` (capture's duplicate check) on a big store scans the 8-bit rows and scores
+    exactly only those that may reach the judge's floor: the entries, their order, similarities
+    and verdicts are those of scoring every row in float32."""
+    from git_whetstone.ops.context import Context
+    from git_whetstone.ops.workspace import Workspace
+    bench, config, built = bench_store(monkeypatch, "big", 6_000, 11)
+    rng = random.Random(8)
+    stored = [body for _, body, _ in rng.sample(built.learnings + built.issues, 25)]
+    bodies = stored + [s.rstrip(".") + " in every report." for s in stored[:10]] + [
+        "Never use more than two decimal places in a revenue table", "Bake sourdough with a long cold proof",
+        "Use a colorblind-safe palette for every chart", "Left-align text columns and right-align numbers"]
+    scopes = [rng.choice(built.scopes).phrase for _ in bodies]
+
+    def nearest(scan_path: str) -> list:
+        freshness.LIVE.clear()
+        ws = Workspace.of(dataclasses.replace(config, vector_scan=scan_path))
+        ctx = Context.open(ws, ws.store("big"))
+        assert scan.kernel(ctx.snap.size, scan_path) == scan_path
+        # every entry above the judge's floor, not only the closest 25: the scan's bound decides
+        # about the farthest of them
+        return [[(e.id, j.similarity, j.relation, j.reason, j.opposed)
+                 for e, j in ctx.nearest(b, s, limit=10_000)] for b, s in zip(bodies, scopes)]
+
+    compact, exact = nearest("int8"), nearest("numpy")
+    # the same entries in the same order with the same verdicts; a similarity may differ in the
+    # last bit of a float32 (a product over fewer rows adds in another order), far below the
+    # thousandth capture shows
+    assert [[f[:1] + f[2:] for f in found] for found in compact] == [[f[:1] + f[2:] for f in found] for found in exact]
+    assert all(abs(a[1] - b[1]) < 1e-6 for x, y in zip(compact, exact) for a, b in zip(x, y))
+    assert sum(len(found) for found in exact) > 1_000 and all(exact[:25])  # a stored rule finds itself

@@ -12,6 +12,8 @@ import numpy as np
 
 from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 
+SCAN_BLOCK = 8192  # rows the int8 scan multiplies at once (a block's products: 8192 × 2 × clauses int32)
+
 
 class Columns:
     """Growable arrays over entry rows and scope rows; `size` rows and `len(scopes)` scopes are in use."""
@@ -41,7 +43,9 @@ class Columns:
         self._stale_scopes: list[np.ndarray] = []           # scopes whose float16 copy is out of date
         self._asked = False                                # a scan was asked for before
         self._scratch: dict[str, np.ndarray] = {}         # reused by `approximate`: no page faults per call
-        self.row_reader = None                             # an image's reader of its first rows (image.Rows)
+        self.readers: dict[str, object] = {}               # an image's readers of vectors, phrases, centroids (image.Rows)
+        self._edited_scopes: set[int] = set()              # scopes changed since the image was mapped
+        self.release_codes = None                          # a mapped image's pages of scanned rows given back (image.CodePages)
         self._results: dict[tuple[int, int], object] = {}  # numkong's output tensors, by shape
 
     # --- views ----------------------------------------------------------------------------------
@@ -132,6 +136,8 @@ class Columns:
         """Scopes `at` have new phrases or centroids: their float16 copy is made again before a scan."""
         if len(at):
             self._stale_scopes.append(at)
+            if self.readers:
+                self._edited_scopes.update(at.tolist())
 
     def approximate(self, queries: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
         """Clauses × rows: `share` × the closer of the row's scope phrase and centroid, plus the
@@ -143,52 +149,71 @@ class Columns:
         self.compact_ready(now=True)
         q = Queries(queries)
         c, n = len(queries), self.size
-        if (n, 2 * c) not in self._results:
-            if any(shape[0] != n for shape in self._results):
-                self._results.clear()
-            self._results[(n, 2 * c)] = numkong().empty((n, 2 * c), dtype="int32")
-        raw = self._results[(n, 2 * c)]
-        numkong().dots_packed(self.codes, q.packed, out=raw)
-        both = self._buffer("both", (2 * c, n), np.float32)
-        np.copyto(both, np.asarray(raw).T, casting="unsafe")
-        out, second = both[:c], both[c:]
-        out *= (q.first * (1 - share))[:, None]
-        second *= (q.second * (1 - share))[:, None]
-        out += second
-        out *= self.scales
+        out = self._buffer("out", (c, n), np.float32)
+        first, second = (q.first * (1 - share))[:, None], (q.second * (1 - share))[:, None]
         scope = np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16))
         self.scope_likeness = scope.max(axis=0) if len(self.scopes) else np.zeros(0, np.float32)
         scope *= share
-        gathered = self._buffer("gathered", (n,), np.float32)
-        scope_of = self.scope_of
-        for j in range(c):
-            np.take(scope[j], scope_of, out=gathered)
-            out[j] += gathered
+        # a block of rows at a time: numkong's integer products, their float copy and the rows'
+        # scope scores stay a few hundred kilobytes (in cache) instead of arrays the size of the store
+        for a in range(0, n, SCAN_BLOCK):
+            b = min(a + SCAN_BLOCK, n)
+            raw = self._result(b - a, 2 * c)
+            numkong().dots_packed(self._codes[a:b], q.packed, out=raw)
+            if self.release_codes is not None:
+                self.release_codes(self._codes, a, b)
+            both = self._buffer("both", (2 * c, b - a), np.float32)
+            np.copyto(both, np.asarray(raw).T, casting="unsafe")
+            block = out[:, a:b]
+            np.multiply(both[:c], first, out=block)
+            both[c:] *= second
+            block += both[c:]
+            block *= self._scales[a:b]
+            if len(self.scopes):
+                np.take(scope, self._scope_of[a:b], axis=1, out=both[:c])
+                block += both[:c]
         slack = self._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
         np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
         slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))
         return out, slack
 
     def vectors_of(self, rows) -> np.ndarray:
-        """`vectors[rows]`, read from the image file when the snapshot maps one (`row_reader`), so
+        """`vectors[rows]`, read from the image file when the snapshot maps one (`readers`), so
         scoring a few thousand scattered rows keeps the mapped matrix cold."""
-        reader = self.row_reader
+        return self._read("vectors", rows)
+
+    def scope_vectors_of(self, name: str, at) -> np.ndarray:
+        """`phrases[at]` or `centroids[at]`, read from the image file like `vectors_of` (a few
+        hundred scopes a recall would fault most of both matrices in), except the scopes changed
+        since the image was written: those only the mapping's private pages hold."""
+        return self._read(name, at, self._edited_scopes)
+
+    def _read(self, name: str, rows, edited: set[int] | None = None) -> np.ndarray:
+        reader = self.readers.get(name)
+        matrix = getattr(self, name)
         rows = np.asarray(rows, np.intp)
         if reader is None:
-            return self.vectors[rows]
-        if len(rows) > 1 and (np.diff(rows) < 0).any():
-            order = np.argsort(rows, kind="stable")
-            out = np.empty((len(rows), self.dim), np.float32)
-            out[order] = self.vectors_of(rows[order])
-            return out
+            return matrix[rows]
         out = np.empty((len(rows), self.dim), np.float32)
-        mapped = int(np.searchsorted(rows, reader.count))
+        order = np.argsort(rows, kind="stable") if len(rows) > 1 and (np.diff(rows) < 0).any() else None
+        ordered = rows if order is None else rows[order]
+        from_file = ordered < reader.count
+        if edited:
+            from_file &= ~np.isin(ordered, np.fromiter(edited, np.intp, len(edited)))
+        got = out if order is None else np.empty_like(out)
         try:
-            reader.read(rows[:mapped], out[:mapped])
+            if from_file.all():
+                reader.read(ordered, got)
+            else:
+                took = np.empty((int(from_file.sum()), self.dim), np.float32)
+                reader.read(ordered[from_file], took)
+                got[from_file] = took
+                got[~from_file] = matrix[ordered[~from_file]]
         except OSError:  # the file went away under us: the mapping still holds every row
-            self.row_reader = None
-            return self.vectors[rows]
-        out[mapped:] = self.vectors[rows[mapped:]]
+            self.readers.pop(name, None)
+            return matrix[rows]
+        if order is not None:
+            out[order] = got
         return out
 
     ROW_ARRAYS = ("vectors", "codes", "scales", "residuals", "alive", "learning", "recurrence", "last_seen",
@@ -210,11 +235,20 @@ class Columns:
         self.size = self._coded = size
         self.scope_residual = scope_residual
 
+    def _result(self, rows: int, width: int):
+        """numkong's output tensor for a block of `rows` × `width` products (kept: a block and the tail)."""
+        shape = (rows, width)
+        if shape not in self._results:
+            if len(self._results) > 4:
+                self._results.clear()
+            self._results[shape] = numkong().empty(shape, dtype="int32")
+        return self._results[shape]
+
     def _buffer(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
         size = int(np.prod(shape))
         base = self._scratch.get(name)
         if base is None or len(base) < size:
-            base = self._scratch[name] = np.empty(max(size, 2 * len(base) if base is not None else 0), dtype)
+            base = self._scratch[name] = np.empty(size + size // 8, dtype)  # room for rows a capture adds, not twice over
         return base[:size].reshape(shape)
 
     # --- growing ---------------------------------------------------------------------------------

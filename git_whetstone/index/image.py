@@ -31,6 +31,9 @@ NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlit
 MAGIC = b"whetstone snapshot\n"
 VERSION = 4  # 4: the always column (applies: always)
 ALIGN = 64
+# float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
+# thousand rows of them, and the scan reads only their compact copies
+READ_NOT_MAPPED = ("vectors", "phrases", "centroids")
 IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
@@ -43,24 +46,50 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
             if os.fstat(file.fileno()).st_size < len(MAGIC) + 8:
                 return None
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
-            reader = Rows(os.dup(file.fileno()))
+            readers = {name: Rows(os.dup(file.fileno())) for name in READ_NOT_MAPPED}
     except (OSError, ValueError):
         return None
     collecting = gc.isenabled()
     gc.disable()  # tens of thousands of small objects, none of them garbage: no collection passes
     try:
-        snap = _restore(mapped, identity, dim)
+        snap, layout = _restore(mapped, identity, dim)
     except (ValueError, KeyError, TypeError, IndexError):
         snap = None
     finally:
         if collecting:
             gc.enable()
     if snap is not None:
-        offset, _, _ = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + int.from_bytes(
-            mapped[len(MAGIC):len(MAGIC) + 8], "little")])["arrays"]["vectors"]
-        reader.place(offset, snap.size, dim)
-        snap.row_reader = reader
+        for name, reader in readers.items():
+            reader.place(layout[name][0], snap.size if name == "vectors" else len(snap.scopes), dim)
+        snap.readers = readers
+        if hasattr(mmap, "MADV_DONTNEED"):
+            snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
     return snap
+
+
+class CodePages:
+    """Gives the kernel back the pages of 8-bit rows the scan has just read (madvise DONTNEED):
+    the scan reads every row on every recall, and leaving them mapped keeps 25 MB resident in a
+    long-lived process at 100,000 entries; mapping them again from the page cache costs a few
+    hundred microseconds a scan. Only the rows the image holds, which nothing writes, and only
+    whole pages of them: a row appended since lives in the mapping's private pages, which
+    DONTNEED would throw away."""
+
+    def __init__(self, mapped: mmap.mmap, base: np.ndarray, offset: int, rows: int, dim: int) -> None:
+        self.mapped, self.base, self.offset, self.rows, self.dim = mapped, base, offset, rows, dim
+
+    def __call__(self, codes: np.ndarray, a: int, b: int) -> None:
+        """Rows [a, b) of `codes` were just read."""
+        if codes.base is not self.base:
+            return  # grown into memory of its own: not the mapping any more
+        page = mmap.PAGESIZE
+        start = -(-(self.offset + a * self.dim) // page) * page
+        end = (self.offset + min(b, self.rows) * self.dim) // page * page
+        if end > start:
+            try:
+                self.mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
+            except (OSError, ValueError):
+                self.base = None  # the kernel said no: stop asking
 
 
 class Rows:
@@ -95,32 +124,39 @@ class Rows:
             pass
 
 
-def _restore(mapped: mmap.mmap, identity: str, dim: int) -> Snapshot | None:
+def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | None, dict]:
+    """The snapshot, and where each array lies in the file (offset, dtype, shape by name)."""
     if mapped[:len(MAGIC)] != MAGIC:
-        return None
+        return None, {}
     length = int.from_bytes(mapped[len(MAGIC):len(MAGIC) + 8], "little")
     header = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + length])
     if header["version"] != VERSION or header["identity"] != identity or header["dim"] != dim:
-        return None
+        return None, {}
     arrays = {}
     for name, (offset, dtype, shape) in header["arrays"].items():
         count = int(np.prod(shape))
         if offset + count * np.dtype(dtype).itemsize > len(mapped):
-            return None  # truncated
+            return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
     raw = memoryview(mapped)[header["raw_base"]:]
+    # one tuple per scope, shared by the snapshot and every file that holds it as it names it
+    # (JSON gives each its own copy of every string: 3 MB at 10,000 scopes)
+    kinds = {"learning": "learning", "issue": "issue"}
+    scope_list = [(kinds.get(kind, kind), key, display) for kind, key, display in header["scopes"]]
+    same = {t: t for t in scope_list}
     files: list[tuple[str, FileRows]] = []
     for path, stamp, warning, start, n, scopes, top_l, top_i, at, raw_at, raw_len in header["files"]:
         s = len(scopes)
-        rows = FileRows(stamp, [tuple(x) for x in scopes], arrays["sums"][at:at + s], arrays["file_phrases"][at:at + s],
+        named = [same.setdefault(t, t) for t in map(tuple, scopes)]
+        rows = FileRows(stamp, named, arrays["sums"][at:at + s], arrays["file_phrases"][at:at + s],
                         arrays["file_columns"][:, start:start + n], {"L": top_l, "I": top_i}, warning,
                         raw=raw[raw_at:raw_at + raw_len])
         rows.start = start
         files.append((path, rows))
     snap = Snapshot(dim)
-    snap.restore(arrays, header["size"], [tuple(s) for s in header["scopes"]], files, header["dead"],
+    snap.restore(arrays, header["size"], scope_list, files, header["dead"],
                  header["duplicates"], header["scope_residual"])
-    return snap
+    return snap, header["arrays"]
 
 
 def write(root: Path, identity: str, snap: Snapshot) -> None:

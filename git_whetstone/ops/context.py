@@ -12,6 +12,7 @@ from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
 from ..format.layout import scope_key
+from ..index import scan
 from ..index.records import Entry
 from ..index.snapshot import Snapshot
 from ..semantics.embed import Embedder
@@ -90,12 +91,28 @@ class Context:
         if not self.snap.count:
             return []
         config = self.config
+        snap, floor = self.snap, config.threshold("candidate")
         body_vec, scope_vec = self.embedder.embed([body, scope])
-        sims = np.where(self.snap.alive, self.snap.vectors @ body_vec, -1.0)
-        scope_sims = self.snap.phrases @ scope_vec
-        near = np.flatnonzero(sims >= config.threshold("candidate"))
+        if scan.kernel(snap.size, config.vector_scan) == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
+            # a big store: the 8-bit scan bounds every row's cosine (`Columns.approximate` with no
+            # scope share), and only the rows that may reach the floor are scored exactly
+            approx, slack = snap.approximate(body_vec[None, :], 0.0)
+            maybe = np.flatnonzero((approx[0] + slack >= floor) & snap.alive)
+            exact = snap.vectors_of(maybe) @ body_vec
+            near, row_sims = maybe[exact >= floor], exact[exact >= floor]
+            scopes = np.zeros(len(snap.scopes), bool)
+            scopes[snap.scope_of[near]] = True
+            scopes = np.flatnonzero(scopes)  # the scopes of the rows near enough, each once
+            scope_sims = np.zeros(len(snap.scopes), np.float32)
+            scope_sims[scopes] = snap.scope_vectors_of("phrases", scopes) @ scope_vec
+        else:  # every row in float32
+            sims = np.where(snap.alive, snap.vectors @ body_vec, -1.0)
+            near = np.flatnonzero(sims >= floor)
+            row_sims = sims[near]
+            scope_sims = snap.phrases @ scope_vec
+        sims = dict(zip(near.tolist(), row_sims.tolist()))
         # closest first, where a rule in the same or a close scope counts as a little closer
-        likeness = sims[near] + SCOPE_PULL * scope_sims[self.snap.scope_of[near]]
+        likeness = row_sims + SCOPE_PULL * scope_sims[snap.scope_of[near]]
         found = []
         for row in near[np.lexsort((self.snap.id_key[near], -likeness))][:limit + 1]:
             e = self.snap.entries[row]
@@ -103,7 +120,7 @@ class Context:
                 continue
             scope_similarity = float(scope_sims[self.snap.scope_of[row]])
             close = scope_key(e.scope) == scope_key(scope) or scope_similarity >= config.threshold("scope")
-            found.append((e, judge(body, e.body, float(sims[row]), config, same_scope=close)))
+            found.append((e, judge(body, e.body, sims[int(row)], config, same_scope=close)))
         return found[:limit]
 
     def add_block(self, kind: str, body: str, scope: str, provenance: list[str], pending: dict[str, str | None],

@@ -36,7 +36,7 @@ from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..index import scan
 from ..index.snapshot import Snapshot
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge, may_oppose, read
 from ..semantics.words import content_words
 from ..store import events
 from ..store.weight import weights
@@ -178,7 +178,11 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: fl
     maybe = top + slack >= cutoff
     sure = top - slack >= cutoff
     if sure.any():
-        low = np.max(approx - slack, axis=1, where=sure, initial=-np.inf)  # each clause's best is at least this
+        low = np.empty(len(approx), np.float32)  # each clause's best is at least this
+        sure_low = np.empty_like(slack)
+        for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
+            np.subtract(approx[j], slack, out=sure_low)
+            low[j] = np.max(sure_low, where=sure, initial=-np.inf)
         floor = np.maximum(low - band, low.max() - 3 * band)
         reach = approx[0] + slack
         near = reach >= floor[0]
@@ -205,7 +209,7 @@ class Layer:
         scoped = snap.alive & ~snap.always
         self.learning = scoped & snap.is_learning
         self.issue = scoped & ~snap.is_learning
-        self.weight = np.where(snap.is_learning, weights(snap.recurrence, snap.last_seen, day, config), 0.0)
+        self.day, self.config = day, config
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
@@ -226,7 +230,8 @@ class Layer:
             scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
             place = np.empty(len(snap.scopes), np.intp)
             place[scopes] = np.arange(len(scopes))
-            scope_level = np.maximum(snap.centroids[scopes] @ queries.T, snap.phrases[scopes] @ queries.T)
+            scope_level = np.maximum(snap.scope_vectors_of("centroids", scopes) @ queries.T,
+                                     snap.scope_vectors_of("phrases", scopes) @ queries.T)
             self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
                                + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
             self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
@@ -240,6 +245,14 @@ class Layer:
         self.relevance[self.rows] = relevance
         self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+
+    def weight_of(self, rows) -> np.ndarray:
+        """The weight of each of `rows` today (0 for an issue): computed for the few rows a
+        recall shows or ranks, not for the whole store."""
+        rows = np.asarray(rows, np.intp)
+        snap = self.snap
+        return np.where(snap.is_learning[rows], weights(snap.recurrence[rows], snap.last_seen[rows], self.day,
+                                                        self.config), 0.0)
 
     def best(self) -> np.ndarray:
         """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
@@ -294,6 +307,8 @@ class Pool:
         return np.concatenate([get(layer)[rows] for layer, rows in zip(self.layers, self.picks)])
 
     def column(self, name: str) -> np.ndarray:
+        if name == "weight":
+            return np.concatenate([layer.weight_of(rows) for layer, rows in zip(self.layers, self.picks)])
         return self._gather(lambda layer: getattr(layer, name)).astype(np.float64)
 
     def keep(self, mask: np.ndarray) -> None:
@@ -378,7 +393,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         layer, e = layers[li], layers[li].snap.entries[row]
         out = {"id": layer.shown_id(row), "rule": e.body, "scope": e.scope}
         if e.kind == "learning":
-            out.update(recurrence=e.recurrence, weight=round(float(layer.weight[row]), 4))
+            out.update(recurrence=e.recurrence, weight=round(float(layer.weight_of([row])[0]), 4))
         out.update(origin=layer.origin, always=is_always)
         return out
 
@@ -412,7 +427,8 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         take = OTHER_SCOPES * 2 + len(used) + 16
         if len(have) > take:
             have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
-        exact = np.maximum(snap.centroids[have] @ layer.queries.T, snap.phrases[have] @ layer.queries.T).max(axis=1)
+        exact = np.maximum(snap.scope_vectors_of("centroids", have) @ layer.queries.T,
+                           snap.scope_vectors_of("phrases", have) @ layer.queries.T).max(axis=1)
         for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
             seen = nearest.get(key)
@@ -491,21 +507,26 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     found = []
     if not refs:
         return found
-    vecs = np.concatenate([layers[li].snap.vectors_of([row]) for li, row in refs])
+    vecs = np.empty((len(refs), layers[0].queries.shape[1]), np.float32)
+    for li, layer in enumerate(layers):  # one read per layer, not per entry
+        at = [i for i, (l, _) in enumerate(refs) if l == li]
+        if at:
+            vecs[at] = layer.snap.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
     entries = [layers[li].snap.entries[row] for li, row in refs]
-    for i, (la, ra) in enumerate(refs):
-        for j in range(i + 1, len(refs)):
-            if sims[i, j] < config.threshold("candidate"):
-                continue  # too far apart for the judge to look at (a contradiction in the same words is close)
-            lb, rb = refs[j]
-            verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
-                            same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
-            if verdict.relation == CONTRADICTS:
-                reason = verdict.reason
-            elif verdict.relation == UNSURE and verdict.opposed:
-                reason = f"may contradict: {verdict.reason}"
-            else:
-                continue
-            found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
+    # too far apart for the judge to look at (a contradiction in the same words is close), or
+    # nothing in the two that could oppose (the judge would find neither kind of conflict)
+    looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
+    for i, j in np.argwhere(np.triu(looked, 1)).tolist():  # pairs in order: i, then j > i
+        la, ra = refs[i]
+        lb, rb = refs[j]
+        verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
+                        same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
+        if verdict.relation == CONTRADICTS:
+            reason = verdict.reason
+        elif verdict.relation == UNSURE and verdict.opposed:
+            reason = f"may contradict: {verdict.reason}"
+        else:
+            continue
+        found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
     return found

@@ -24,6 +24,8 @@ import re
 from dataclasses import dataclass
 from functools import lru_cache
 
+import numpy as np
+
 from ..base.config import Config
 from .words import content_words, normalize, stem, words
 
@@ -158,6 +160,27 @@ def opposition(a: Reading, b: Reading) -> tuple[str, str, frozenset[str]]:
         return ("number", f"different values ({', '.join(sorted(a.numbers))} against {', '.join(sorted(b.numbers))})",
                 a.numbers | b.numbers)
     return "", "", frozenset()
+
+
+def may_oppose(readings: list[Reading]) -> np.ndarray:
+    """n × n, for the rules read as `readings`: False where `opposition` between the two is
+    surely empty (so the judge can neither find a contradiction nor flag them `opposed`), True
+    where it may not be. Its three ways need a polarity that differs, an attribute both name, or
+    numbers on both sides: checked for every pair at once, before judging any of them."""
+    n = len(readings)
+    forbids = np.fromiter((r.forbids for r in readings), bool, n)
+    permits = np.fromiter((r.permits for r in readings), bool, n)
+    numbers = np.fromiter((bool(r.numbers) for r in readings), bool, n)
+    out = forbids[:, None] != forbids[None, :]
+    out |= (permits[:, None] != permits[None, :]) & (forbids[:, None] | forbids[None, :])
+    out |= numbers[:, None] & numbers[None, :]
+    slots = {slot: i for i, slot in enumerate(sorted({slot for r in readings for slot in r.values}))}
+    if slots:
+        named = np.zeros((n, len(slots)), np.float32)
+        for row, r in enumerate(readings):
+            named[row, [slots[slot] for slot in r.values]] = 1
+        out |= (named @ named.T) > 0
+    return out
 
 
 def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool) -> Judgement:
