@@ -20,9 +20,10 @@ import datetime as dt
 import functools
 import hashlib
 import json
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 import numpy as np
 
@@ -53,28 +54,73 @@ ALWAYS_SHARE = 0.5           # ... making at least this share of the different i
 ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (tasks)
 
 
-def compact(skill: str, *, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
-    """Compact one skill's store; with `dry_run`, only say what the structural pass would do."""
-    return _compact(Workspace.of(config), skill, dry_run)
+ESTIMATE_FROM = 5_000        # entries from which compact says how long it will take
+RATE = "whetstone-compact-rate.json"  # in .git: the last runs' seconds per 1,000 entries
+DEFAULT_RATE = {"dry": 0.12, "apply": 0.45}  # seconds per 1,000 entries on a 2-core machine, at 100,000
 
 
-def _compact(ws: Workspace, skill: str, dry_run: bool) -> dict[str, Any]:
+def compact(skill: str, *, dry_run: bool = False, config: Config | None = None,
+            notice: Callable[[str], None] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Compact one skill's store; with `dry_run`, only say what the structural pass would do.
+    For a big store, `notice` is told how long it will take before the work starts (from the last
+    run's pace, if any), and `progress` is called with (scopes done, scopes in all) as it goes."""
+    return _compact(Workspace.of(config), skill, dry_run, notice, progress)
+
+
+def estimate(store: Store, entries: int, scopes: int, dry_run: bool) -> str:
+    """'compacting 100,000 entries in 10,000 scopes: about 8 s', from the last run's pace."""
+    kind = "dry" if dry_run else "apply"
+    try:
+        rate = float(json.loads((store.path / ".git" / RATE).read_bytes())[kind])
+    except (OSError, ValueError, KeyError, TypeError):
+        rate = DEFAULT_RATE[kind]
+    seconds = max(1, round(rate * entries / 1000))
+    return (f"{'planning a compaction of' if dry_run else 'compacting'} {entries:,} entries in {scopes:,} scopes: "
+            f"about {seconds} s")
+
+
+def _remember_pace(store: Store, entries: int, seconds: float, dry_run: bool) -> None:
+    if entries < ESTIMATE_FROM:
+        return
+    path = store.path / ".git" / RATE
+    try:
+        rates = json.loads(path.read_bytes())
+        rates = rates if isinstance(rates, dict) else {}
+    except (OSError, ValueError):
+        rates = {}
+    rates["dry" if dry_run else "apply"] = round(seconds * 1000 / entries, 4)
+    try:
+        write_atomic(path, json.dumps(rates))
+    except OSError:
+        pass  # only an estimate
+
+
+def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], None] | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     config = ws.config
     store = ws.store(skill, must_exist=True)
+    started = time.monotonic()
     keys = Keys.load(store)
     with store.lock():
         snap = ws.snapshot(store)
-        plan = plan_of(snap, config, keys=keys)
+        if notice is not None and snap.count >= ESTIMATE_FROM:
+            scopes = len({snap.scopes[n][1] for n in np.unique(snap.scope_of[snap.alive]).tolist()})
+            notice(estimate(store, snap.count, scopes, dry_run))
+        entries = rows_of(snap)
+        plan = plan_of(snap, config, keys=keys, entries=entries, progress=progress)
         committed = False
         if plan.changes and not dry_run:
-            files = _apply(store, snap, plan)
+            files = _apply(store, snap, plan, entries)
             lines = "\n".join(f"- {c}" for c in plan.changes)
             store.write_and_commit(f"compact: {len(plan.changes)} changes\n\n{lines}\n",
                                    {store.path / rel: text for rel, text in files.items()})
             committed = True
             snap = ws.snapshot(store)
-    report = findings(store, snap, config, keys)
+            entries = rows_of(snap)
+    report = findings(store, snap, config, keys, entries)
     keys.save()
+    _remember_pace(store, snap.count, time.monotonic() - started, not committed)  # nothing written: a dry run's pace
     if not dry_run:
         (store.path / REPORT).write_text(render_report(store.skill, plan.changes, report), encoding="utf-8")
     return {"skill": store.skill, "dry_run": dry_run, "committed": committed, "changes": plan.changes,
@@ -179,13 +225,14 @@ def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tup
     return pairs
 
 
-def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: Keys | None = None) -> Plan:
+def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: Keys | None = None,
+            entries: list[Entry | None] | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why.
     `every_pair` asks the judge about every close pair, not only those whose words could make
     them one rule: slower, the same plan (the tests compare the two)."""
     day = today()
     alive = np.flatnonzero(snap.alive).tolist()
-    every = rows_of(snap)
+    every = entries if entries is not None else rows_of(snap)
     entries = {i: every[i] for i in alive}
     keys = keys if keys is not None else Keys()
     changes: list[str] = []
@@ -236,7 +283,9 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     by_scope: dict[tuple[str, str], list[int]] = {}
     for i, e in entries.items():
         by_scope.setdefault((e.kind, scope_key(scope_of[i])), []).append(i)
-    for (kind, _), rows in sorted(by_scope.items()):
+    for done, ((kind, _), rows) in enumerate(sorted(by_scope.items()), 1):
+        if progress is not None and (done % 256 == 0 or done == len(by_scope)):
+            progress(done, len(by_scope))
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
@@ -285,7 +334,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     return Plan(changes, updates, removed)
 
 
-def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
+def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]) -> dict[str, str | None]:
     """The new text of every file the plan touches (None: delete the file)."""
     texts: dict[str, str] = {}
 
@@ -329,7 +378,6 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
             by_id[bid] = b
         known[rel] = (new_text, by_id)
 
-    entries = rows_of(snap)
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
     for i in range(snap.size):
         e = entries[i]
@@ -363,7 +411,8 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
 
 # --- the behavioral pass --------------------------------------------------------------------------
 
-def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = None) -> dict[str, list[dict[str, Any]]]:
+def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = None,
+             entries: list[Entry | None] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
     the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
     stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
@@ -376,7 +425,7 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
         except ValueError:
             return None
 
-    entries = rows_of(snap)
+    entries = entries if entries is not None else rows_of(snap)
     live = {e.id: e for e in entries if e is not None and snap.by_id.get(e.id) is not None}
     harden, churn, stale, unresolved = [], [], [], []
     intents: set[str] = set()                # the different tasks recalled lately (by their content words)
