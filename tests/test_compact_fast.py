@@ -146,3 +146,22 @@ def test_saved_keys_of_other_code_or_a_broken_file_are_read_again(store_root, mo
     again = compact_op.compact(SKILL, dry_run=True, config=config)
     assert again == reference
     assert json.loads(saved.read_text()) == data
+
+
+def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_root, monkeypatch) -> None:
+    """A block is retired from a file the index read cleanly by its heading's place alone; the
+    files come out as when every file is parsed, including a file edited after the snapshot."""
+    _, config, built = bench_store(monkeypatch, SKILL, 3_000, 6)
+    ws = Workspace.of(config)
+    store = ws.store(SKILL, must_exist=True)
+    snap = ws.snapshot(store)
+    entries = compact_op.rows_of(snap)
+    plan = compact_op.plan_of(snap, config, entries=entries)
+    retired = [entry_id for entry_id, why in plan.removed.items() if why.startswith("weight")]
+    assert len(retired) > 100
+    # a file touched after the snapshot (same text, new stamp): it must be parsed again
+    touched = store.path / entries[snap.by_id[retired[0]]].path
+    touched.write_text(touched.read_text())
+    fast = compact_op._apply(store, snap, plan, entries)
+    slow = compact_op._apply(store, snap, plan, entries, parse_every_file=True)
+    assert fast == slow
