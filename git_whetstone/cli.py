@@ -362,8 +362,15 @@ def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json
     from .ops.compact import compact as run_compact, compact_all
     if every == bool(skill):
         raise click.UsageError("give a SKILL or --all")
-    result = compact_all(dry_run=dry_run, config=state.config()) if every else \
-        run_compact(skill, dry_run=dry_run, config=state.config())
+    terminal = sys.stderr.isatty()
+    bar = _ProgressBar("compacting", 0) if terminal else None
+    try:
+        result = compact_all(dry_run=dry_run, config=state.config()) if every else \
+            run_compact(skill, dry_run=dry_run, config=state.config(), progress=bar,
+                        notice=(lambda line: click.echo(line, err=True)) if terminal else None)
+    finally:
+        if bar is not None:
+            bar.close()
     emit(state, as_json, result, _show_compact)
 
 

@@ -521,3 +521,23 @@ def test_rule_file_errors_name_the_line(store_root: Path, tmp_path: Path) -> Non
     assert not (store_root / "team").exists()
     missing = run_cli("import", "team", str(tmp_path / "nope.md"), "--from", "agents-md")
     assert missing.returncode == 2 and "no such file" in missing.stderr
+
+
+def test_a_pack_is_the_same_tar_at_any_gzip_level_and_imports_the_same(store_root: Path, tmp_path: Path,
+                                                                        monkeypatch) -> None:
+    """Export compresses at level 6 (it was 9): the archive inside is byte for byte the one level 9
+    wrapped, and both packs read back as the same entries."""
+    from git_whetstone.ops import packs
+    from git_whetstone.ops.packs import read_pack
+    from git_whetstone.ops.share import export
+    from tests.helpers import bench_store
+
+    _, config, _ = bench_store(monkeypatch, "big", 1_500, 4)
+    fast, old = tmp_path / "fast.tar.gz", tmp_path / "old.tar.gz"
+    export("big", str(fast), config=config)
+    monkeypatch.setattr(packs, "COMPRESS_LEVEL", 9)
+    export("big", str(old), config=config)
+    a, b = fast.read_bytes(), old.read_bytes()
+    assert a != b and gzip.decompress(a) == gzip.decompress(b)
+    assert read_pack(a, "fast") == read_pack(b, "old")
+    assert len(read_pack(a, "fast").items) == 1_500

@@ -25,6 +25,44 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     sync_directory(path.parent)
 
 
+def write_many_atomic(changes: list[tuple[Path, bytes | None]]) -> None:
+    """Put many files in place (None: delete), in the order given, each as `write_atomic` would but
+    flushed to disk all at once: every temporary file is written, the filesystem synced once, then
+    each renamed in order, and every folder synced at the end (a compact rewrites thousands of
+    files, and one fsync each took seconds). If a temporary cannot be written, none is renamed."""
+    temps: list[tuple[Path, Path | None]] = []
+    try:
+        for path, raw in changes:
+            if raw is None:
+                temps.append((path, None))
+                continue
+            path.parent.mkdir(parents=True, exist_ok=True)
+            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+            temps.append((path, tmp))
+            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
+                handle.write(raw)
+            os.chmod(tmp, 0o644)
+        os.sync()
+    except BaseException:
+        for _, tmp in temps:
+            if tmp is not None:
+                tmp.unlink(missing_ok=True)
+        raise
+    for at, (path, tmp) in enumerate(temps):
+        try:
+            if tmp is None:
+                path.unlink(missing_ok=True)
+            else:
+                os.replace(tmp, path)
+        except BaseException:
+            for _, left in temps[at:]:
+                if left is not None:
+                    left.unlink(missing_ok=True)
+            raise
+    for folder in dict.fromkeys(path.parent for path, _ in changes):
+        sync_directory(folder)
+
+
 def sync_directory(folder: Path) -> None:
     """Make a rename or a new name in `folder` durable (where the system lets a directory be
     opened and synced; elsewhere it is left to the filesystem)."""

@@ -76,8 +76,11 @@ def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
 
 def uncommitted(repo: Path, rels: list[str]) -> list[str]:
     """Which of `rels` differ from what HEAD holds: changed, deleted or new and not committed (a
-    person's unfinished hand edit, say). Read in-process (dulwich), so a write pays no git process."""
+    person's unfinished hand edit, say). Read in-process (dulwich), so a write pays no git process;
+    each folder's tree is read once and a file compared by its blob id (a compact rewrites
+    thousands of files of one folder)."""
     from dulwich.errors import NotGitRepository
+    from dulwich.objects import Blob
     from dulwich.object_store import tree_lookup_path
     from dulwich.repo import Repo
 
@@ -88,17 +91,27 @@ def uncommitted(repo: Path, rels: list[str]) -> list[str]:
                 tree = handle[handle.head()].tree
             except KeyError:  # no commit yet: every file on disk is new
                 tree = None
+            folders: dict[str, dict[bytes, bytes]] = {}  # folder -> {name: blob id} as HEAD holds it
+
+            def held(rel: str) -> bytes | None:
+                folder, _, name = rel.rpartition("/")
+                if folder not in folders and tree is None:
+                    folders[folder] = {}
+                elif folder not in folders:
+                    try:
+                        _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, folder.encode()) \
+                            if folder else (None, tree)
+                        folders[folder] = {e.path: e.sha for e in handle[sha].iteritems() if not e.mode & 0o40000}
+                    except (KeyError, TypeError, NotADirectoryError, AttributeError):
+                        folders[folder] = {}
+                return folders[folder].get(name.encode())
+
             for rel in rels:
                 try:
-                    disk = (repo / rel).read_bytes()
+                    disk = Blob.from_string((repo / rel).read_bytes()).id
                 except FileNotFoundError:
                     disk = None
-                try:
-                    _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, rel.encode())
-                    held = handle[sha].data
-                except (KeyError, TypeError, NotADirectoryError):
-                    held = None
-                if disk != held:
+                if disk != held(rel):
                     found.append(rel)
     except NotGitRepository:
         return []

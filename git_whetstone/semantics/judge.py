@@ -72,6 +72,8 @@ for _slot, _values in _SLOTS.items():
     for _value in _values.split():
         _SLOT_OF.setdefault(stem(_value), _slot)
         _SLOT_OF.setdefault(_value, _slot)
+# Every word that may name an attribute's value, as a rule's content words hold it (stemmed or not).
+_VALUE_WORDS = frozenset(_SLOT_OF) | frozenset(stem(w) for w in _SLOT_OF)
 # Said of a rule, these make it a prohibition; these others a permission (an exception, often).
 _PROHIBITION = frozenset("never not no don't dont avoid avoiding without stop none nothing nor neither cannot "
                          "can't won't shouldn't mustn't isn't aren't doesn't didn't forbid forbidden banned ban "
@@ -121,8 +123,7 @@ def read(text: str) -> Reading:
     found = set(tokens)
     forbids = bool(found & _PROHIBITION)
     permits = bool(found & _PERMISSION)
-    sequence = tuple(w for w in content_words(text) if w not in _FILLER and w not in _PERMISSION
-                     and w not in _PROHIBITION)
+    sequence = _sequence(text)
     numbers = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))} | {t for t in tokens if t.isdigit()}
     if not numbers and found & {"no", "without", "none", "zero"} and found & {"decimal", "decimals", "digit", "digits"}:
         numbers.add("0")  # "no decimals" is a value too
@@ -136,6 +137,19 @@ def read(text: str) -> Reading:
         values["typeface"].discard("serif")
     return Reading(sequence, bool(found & _RELATIONAL), forbids, permits, frozenset(numbers),
                    {k: frozenset(v) for k, v in values.items()})
+
+
+def _sequence(text: str) -> tuple[str, ...]:
+    return tuple(w for w in content_words(text) if w not in _FILLER and w not in _PERMISSION
+                 and w not in _PROHIBITION)
+
+
+def decisive_key(text: str) -> str:
+    """What two rules must share for the judge to call them the same or contradicting: their content
+    words (`Reading.sequence`) in any order, less every word one opposition may differ in (attribute
+    values, numbers). The judge calls a pair whose keys differ neither `same` nor `contradicts`, so
+    whoever judges many pairs (compact) needs to ask it only about those that share a key."""
+    return " ".join(sorted(w for w in _sequence(text) if w not in _VALUE_WORDS and not any(c.isdigit() for c in w)))
 
 
 def same_words(a: Reading, b: Reading) -> bool:

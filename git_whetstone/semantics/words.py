@@ -50,6 +50,7 @@ def words(text: str) -> list[str]:
             if not (len(t) == 1 and t.isascii() and not t.isalnum())]
 
 
+@lru_cache(maxsize=1 << 16)  # a store says the same few thousand words again and again
 def stem(word: str) -> str:
     """A light English stemmer: enough that 'columns' meets 'column' and 'aligned' meets 'align'."""
     if not word.isascii() or len(word) <= 3 or not word.isalpha():

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..base.errors import WhetstoneError
-from ..base.files import read_or_none, write_atomic
+from ..base.files import read_or_none, write_atomic, write_many_atomic
 from ..format.ids import heading_ids
 from ..git.locks import Busy, clear_stale_git_locks
 from ..git import runner
@@ -45,9 +45,16 @@ def pending(repo: Path) -> bool:
     return (repo / ".git" / JOURNAL).exists()
 
 
+MANY = 32  # files in one change from which they are flushed to disk together
+
+
 def apply(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -> None:
     """Change each file from `old` to `new` (None: absent), in the order that never shows an id twice."""
-    for path in write_order(old, new):
+    order = write_order(old, new)
+    if len(order) >= MANY:
+        write_many_atomic([(path, new[path]) for path in order])
+        return
+    for path in order:
         put(path, new[path])
 
 

@@ -1,0 +1,167 @@
+"""compact at 100,000 entries: the fast paths give what asking the judge about every pair gives.
+
+compact asks the judge only about close pairs that share a `decisive_key` (the words a same or a
+contradicts verdict needs), reads only the most alike of the other look-alikes, and keeps each
+text's key in .git/whetstone-compact.json for the next run. These tests build a synthetic store of
+the benchmark's kind, then compare compact's plan and report with the reference that judges every
+close pair, on a fresh snapshot, after each kind of edit a person or a tool makes in between: a
+new duplicate, a scope renamed to a look-alike, a hand edit, a revert, and a second compact.
+"""
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from git_whetstone.format import blocks
+from git_whetstone.ops import compact as compact_op
+from git_whetstone.ops.workspace import Workspace
+from git_whetstone.semantics.judge import CONTRADICTS, SAME, decisive_key, judge, read
+from tests.helpers import bench_store, git
+
+SKILL = "big"
+
+
+def _reference(config) -> tuple[compact_op.Plan, list[dict]]:
+    """The plan and the look-alikes judging every close pair, on the snapshot compact used (its row
+    order decides the order of the retire lines)."""
+    ws = Workspace.of(config)
+    snap = ws.snapshot(ws.store(SKILL, must_exist=True))
+    return (compact_op.plan_of(snap, config, every_pair=True),
+            compact_op.look_alikes(snap, config, every_pair=True))
+
+
+def _check(config, path: Path) -> dict:
+    """A dry run (with the keys saved by earlier runs) says what the reference says."""
+    result = compact_op.compact(SKILL, dry_run=True, config=config)
+    plan, look = _reference(config)
+    assert result["changes"] == plan.changes
+    assert result["report"]["look_alikes"] == look
+    ws = Workspace.of(config)
+    snap = ws.snapshot(ws.store(SKILL, must_exist=True))
+    assert compact_op.plan_of(snap, config) == plan  # every update and removal, not only the lines
+    for limit in (0, 1, 7, 10_000):  # none, a cut inside the unsure pairs, every pair
+        assert compact_op.look_alikes(snap, config, limit) == \
+            compact_op.look_alikes(snap, config, limit, every_pair=True)
+    assert json.loads((path / ".git" / compact_op.Keys.FILE).read_text())["keys"]
+    return result
+
+
+def _edit(path: Path, rel: str, change, message: str) -> None:
+    file = path / rel
+    file.write_text(change(file.read_text()))
+    git(path, "commit", "-qam", message)
+
+
+def test_compact_plans_the_same_as_judging_every_pair_through_edits(store_root, monkeypatch) -> None:
+    _, config, built = bench_store(monkeypatch, SKILL, 3_000, 5)
+    path = built.path
+    first = _check(config, path)
+    assert first["changes"] and first["report"]["look_alikes"]
+
+    # a new duplicate of a learning, in its own scope file, under a fresh id
+    entry_id, body, scope = built.learnings[10]
+    rel = next(str(p.relative_to(path)) for p in (path / "learnings").glob("*.md")
+               if f"## {entry_id} " in p.read_text() or p.read_text().startswith(f"## {entry_id}\n"))
+    text = (path / rel).read_text()
+    block = next(b for b in blocks.parse(text, rel).blocks if b.id == entry_id)
+    copy = blocks.render("L90001", block.title, [("recurrence", "1"), ("first_seen", "2026-06-01"),
+                                                  ("last_seen", "2026-06-30"), ("scope", block.scope)],
+                         block.body.replace(".", ". "))
+    _edit(path, rel, lambda t: blocks.append(t, copy), "hand: a duplicate")
+    second = _check(config, path)
+    assert any("L90001" in c for c in second["changes"])
+
+    # two rules that differ by one value, and one that says the opposite: contradictions to report
+    fields = [("recurrence", "1"), ("first_seen", "2026-06-01"), ("last_seen", "2026-06-30"), ("scope", block.scope)]
+    opposed = [blocks.render(f"L9000{n}", "Opposed", fields, rule) for n, rule in (
+        (2, "Right-align the amounts in the summary table"), (3, "Left-align the amounts in the summary table"),
+        (4, "Never right-align the amounts in the summary table"))]
+    _edit(path, rel, lambda t: blocks.append(blocks.append(blocks.append(t, opposed[0]), opposed[1]), opposed[2]),
+          "hand: opposed rules")
+    third = _check(config, path)
+    assert sum(f["relation"] == "contradicts" for f in third["report"]["look_alikes"]) >= 2
+
+    # a scope renamed to a look-alike of another (its phrase in capitals and plural)
+    other = next(p for p in sorted((path / "learnings").glob("*.md")) if str(p.relative_to(path)) != rel)
+    other_rel = str(other.relative_to(path))
+    old_scope = blocks.parse(other.read_text(), other_rel).blocks[0].scope
+    _edit(path, other_rel, lambda t: t.replace(f"- scope: {old_scope}\n", f"- scope: {old_scope.upper()}S\n"),
+          "hand: a scope renamed")
+    _check(config, path)
+
+    # a hand edit: a rule turned into its opposite (right for left, or a number changed)
+    def flip(t: str) -> str:
+        for a, b in (("left", "right"), ("right", "left"), ("2", "3"), ("never", "always")):
+            if a in t:
+                return t.replace(a, b, 1)
+        return t.replace("- scope:", "- scope:", 1)
+    _edit(path, rel, flip, "hand: an edit")
+    _check(config, path)
+
+    # a revert of that edit
+    git(path, "revert", "--no-edit", "HEAD")
+    _check(config, path)
+
+    # compact applied, then a second compact: nothing left to change, and still the reference
+    applied = compact_op.compact(SKILL, config=config)
+    assert applied["committed"] and git(path, "status", "--porcelain").stdout == ""
+    again = _check(config, path)
+    assert again["changes"] == []
+
+
+def test_the_decisive_key_is_shared_by_every_pair_the_judge_settles(store_root, monkeypatch) -> None:
+    """Over every pair of a synthetic store's rules in one scope (siblings that differ by a value, a
+    negation, a number), the judge says same or contradicts only for rules sharing a key."""
+    _, config, built = bench_store(monkeypatch, "small", 600, 9)
+    by_scope: dict[str, list[str]] = {}
+    for _, body, scope in built.learnings + built.issues:
+        by_scope.setdefault(scope, []).append(body)
+    settled = 0
+    for bodies in by_scope.values():
+        for i, a in enumerate(bodies):
+            for b in bodies[i + 1:]:
+                verdict = judge(a, b, 0.99, config, same_scope=True)
+                if verdict.relation in (SAME, CONTRADICTS):
+                    settled += 1
+                    assert decisive_key(a) == decisive_key(b), (a, b)
+    assert settled
+    # and the words it keeps are the judge's: a value or a number is what two contradicting rules differ in
+    assert decisive_key("Right-align the numbers") == decisive_key("Left-align the numbers")
+    assert decisive_key("Show 2 decimals") == decisive_key("show 0 decimals")
+    assert read("Never round the corners").sequence and decisive_key("Never round corners") == decisive_key("round corners")
+
+
+@pytest.mark.parametrize("broken", ["code", "json"])
+def test_saved_keys_of_other_code_or_a_broken_file_are_read_again(store_root, monkeypatch, broken) -> None:
+    _, config, built = bench_store(monkeypatch, SKILL, 400, 2)
+    reference = compact_op.compact(SKILL, dry_run=True, config=config)
+    saved = built.path / ".git" / compact_op.Keys.FILE
+    data = json.loads(saved.read_text())
+    if broken == "code":  # keys written by another version of the judge: every key made wrong on purpose
+        saved.write_text(json.dumps({"code": "other", "keys": {k: "x" for k in data["keys"]}}))
+    else:
+        saved.write_text("{not json")
+    again = compact_op.compact(SKILL, dry_run=True, config=config)
+    assert again == reference
+    assert json.loads(saved.read_text()) == data
+
+
+def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_root, monkeypatch) -> None:
+    """A block is retired from a file the index read cleanly by its heading's place alone; the
+    files come out as when every file is parsed, including a file edited after the snapshot."""
+    _, config, built = bench_store(monkeypatch, SKILL, 3_000, 6)
+    ws = Workspace.of(config)
+    store = ws.store(SKILL, must_exist=True)
+    snap = ws.snapshot(store)
+    entries = compact_op.rows_of(snap)
+    plan = compact_op.plan_of(snap, config, entries=entries)
+    retired = [entry_id for entry_id, why in plan.removed.items() if why.startswith("weight")]
+    assert len(retired) > 100
+    # a file touched after the snapshot (same text, new stamp): it must be parsed again
+    touched = store.path / entries[snap.by_id[retired[0]]].path
+    touched.write_text(touched.read_text())
+    fast = compact_op._apply(store, snap, plan, entries)
+    slow = compact_op._apply(store, snap, plan, entries, parse_every_file=True)
+    assert fast == slow
