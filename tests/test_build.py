@@ -57,7 +57,7 @@ def _built(config, path, monkeypatch, pool: bool, progress=None):
     snap = next(s for k, s in freshness.LIVE.items() if k[0] == str(path))
     db = sqlite3.connect(path / "index.sqlite")
     tables = {name: db.execute(f"SELECT * FROM {name} ORDER BY 1, 2, 3").fetchall()
-              for name in ("files", "vectors", "scopes")}
+              for name in ("files", "vectors")}
     db.close()
     answers = []
     for intent in INTENTS:
@@ -163,3 +163,20 @@ def test_a_vector_is_stored_once_and_kept_when_its_text_goes(big, monkeypatch):
     recall_op.recall("big", INTENTS[0], config=config)
     assert embedded == []  # back to the old text: its vector was kept
     db.close()
+
+
+def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
+    """`entries_of` reads each block's fields in one pass; the blocks' own properties are the reference."""
+    from git_whetstone.format.blocks import parse
+    from git_whetstone.index.records import Entry, entries_of
+
+    _, path = big
+    checked = 0
+    for rel in sorted(str(p.relative_to(path)) for p in (*path.glob("learnings/*.md"), *path.glob("issues/*.md"))):
+        parsed = parse((path / rel).read_text(encoding="utf-8"), rel, rel.split("/")[0])
+        expected = [Entry(b.id, b.kind, rel, b.line, b.title, b.scope, b.body,
+                          b.recurrence if b.kind == "learning" else 0, b.get("first_seen"), b.get("last_seen"),
+                          tuple(b.provenance), b.always) for b in parsed.blocks]
+        assert entries_of(parsed.blocks, rel) == expected, rel
+        checked += len(expected)
+    assert checked > 5_000

@@ -24,7 +24,7 @@ from .reading import read_file
 from .records import FileRows, file_rows
 
 Progress = Callable[[int, int], None]
-POOL_FROM = 2_000  # files: below this, starting the workers costs more than they save
+POOL_FROM = 1_000  # files: below this, starting the workers costs more than they save
 POOL_BATCH = 100   # files a worker takes at a time
 WORKERS = 2
 

@@ -2,7 +2,8 @@
 
 Per scope file it keeps the parsed entries, their vectors, and the file's share of each scope (the
 sum of its entry vectors and the scope phrase's vector), so loading a store is one row per file.
-Vectors are also kept by (backend identity, hash of the text), so an edit, a move or a backend
+Each vector is stored once: in its file's row while the file holds its text, and by (backend
+identity, hash of the text) once the text has left it, so an edit, an undo, a move or a backend
 switch embeds only texts that have no vector yet. The file is shared by every process (WAL mode):
 nobody waits on it longer than one short save, and a process that cannot write it (busy, a
 read-only store, a newer whetstone's schema) keeps its result in memory and leaves the file alone.
@@ -22,7 +23,7 @@ from .records import COLUMNS, Entry, FileRows, decode, text_hash
 from .snapshot import Snapshot
 
 EMBED_BATCH = 1024  # texts per embedding call: a first build of 100,000 entries stays small in memory
-SCHEMA = 5
+SCHEMA = 6  # 6: vectors stored once (in `files`; `vectors` keeps those whose text left); no scopes table
 DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,
@@ -30,9 +31,6 @@ CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, war
     scopes TEXT NOT NULL, columns BLOB NOT NULL, vectors BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors(backend, hash);
-CREATE TABLE IF NOT EXISTS scopes(backend TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-    scope TEXT NOT NULL, entries INTEGER NOT NULL, phrase BLOB NOT NULL, centroid BLOB NOT NULL,
-    PRIMARY KEY(backend, kind, key));
 """
 
 
@@ -172,8 +170,7 @@ def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]
     return found
 
 
-def save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: list[str],
-         records: list[tuple], touched: set[tuple[str, str]]) -> None:
+def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records: list[tuple]) -> None:
     """Write what one refresh learned, in one transaction; skipped when another process holds the
     index for writing past a short wait, or the file cannot be written.
 
@@ -189,7 +186,6 @@ def save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: li
         _retire(db, embedder.identity, {**{path: None for path in removed}, **{r[0]: r[6] for r in records}})
         db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
         db.executemany("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?)", records)
-        save_scopes(db, snap, embedder, touched)
         db.execute("COMMIT")
     except sqlite3.OperationalError:  # read-only after all, or the disk is full: the index is only a cache
         if db.in_transaction:
@@ -227,20 +223,6 @@ def _old_vectors(raw: bytes, scope_json: str, n: int, blob: bytes):
     for j, scope in enumerate(scopes):
         at = n + len(scopes) + j
         yield scope[2], blob[at * width:(at + 1) * width]
-
-
-def save_scopes(db: sqlite3.Connection, snap: Snapshot, embedder: Embedder, touched: set[tuple[str, str]]) -> None:
-    """Per scope its entry count, phrase vector and centroid, rewritten for the scopes a change touched."""
-    if not touched:
-        return
-    counts = np.bincount(snap.scope_of[snap.alive], minlength=len(snap.scopes))
-    db.executemany("DELETE FROM scopes WHERE backend=? AND kind=? AND key=?",
-                   [(embedder.identity, kind, key) for kind, key in touched])
-    db.executemany("INSERT INTO scopes VALUES(?,?,?,?,?,?,?)", [
-        (embedder.identity, kind, key, snap.scopes[at][2], int(counts[at]), snap.phrases[at].tobytes(),
-         snap.centroids[at].tobytes())
-        for kind, key in touched for at in [snap.scope_number.get((kind, key))]
-        if at is not None and counts[at]])
 
 
 def file_record(path: str, rows: FileRows, embedder: Embedder) -> tuple:

@@ -172,7 +172,6 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         removed = [p for p in gone if p not in stamps]
         if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
-        touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
             _hold(store, snap, db, keep)
@@ -186,20 +185,21 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
             many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
-            added = []
+            start, files, rows_read = snap.size, 0, 0
             for batch in build.files(store, embedder, db, changed, stamps, progress):
                 for path, rows, record in batch:
-                    touched |= {s[:2] for s in rows.scopes}
                     records.append(record)
-                    added.append((path, rows))
+                    rows_read += rows.n
                     if many:
                         rows.unparse()
-            snap.add_files(added)  # at once: the matrix grows once
-            del added
+                files += len(batch)
+                if files < len(changed):  # more batches to come (from the workers): room for them all, once
+                    snap.grow_rows(start + rows_read * len(changed) * 9 // (8 * files))
+                snap.add_files([(path, rows) for path, rows, _ in batch])
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps
-        cache.save(db, embedder, snap, removed, records, touched)
+        cache.save(db, embedder, removed, records)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):

@@ -265,6 +265,8 @@ class StaticEmbedder:
 
 def _without_negations(words: list[str]) -> list[str]:
     """`words` without negation words, negated contractions included ("don't" comes as don ' t)."""
+    if NEGATIONS.isdisjoint(words) and "'" not in words and "\u2019" not in words:
+        return words  # most texts: nothing to leave out
     out: list[str] = []
     i, n = 0, len(words)
     while i < n:
