@@ -46,6 +46,7 @@ _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _POSITIVE = re.compile(r"[1-9]\d*")
 _CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
 _MARKER_STARTS = ("<", "=", ">", "|")
+_MARKER_RUNS = ("<" * 7, "=" * 7, ">" * 7, "|" * 7)
 _ATX = re.compile(r"^ {0,3}#{1,6}(\s|$)")
 # A line of '=' or '-' right under paragraph text turns that text into a (setext) heading.
 _SETEXT = re.compile(r"^ {0,3}[=-]+[ \t]*$")  # mistune also takes a mix such as "=-="
@@ -235,7 +236,8 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
 
     in_conflict: set[int] = set()  # lines between a merge's <<<<<<< and >>>>>>> markers
     opened = None
-    for number, (_, line) in enumerate(lines, 1):
+    marked = any(run in text for run in _MARKER_RUNS)  # else no line can hold a marker
+    for number, (_, line) in enumerate(lines if marked else (), 1):
         if line.startswith(_MARKER_STARTS) and _CONFLICT_MARKER.match(line.rstrip("\r")):
             err(number, "unresolved merge conflict marker")
             if line.startswith("<"):
@@ -248,7 +250,7 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
         if i == 0 and line.startswith("\ufeff"):
             err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
             break
-        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+        if marked and _CONFLICT_MARKER.match(line.rstrip("\r")):
             continue  # reported above
         if line.strip():
             err(i + 1, "text before the first block (a block starts with '## L<n> · title')")

@@ -25,7 +25,7 @@ from .records import FileRows, file_rows
 
 Progress = Callable[[int, int], None]
 POOL_FROM = 1_000  # files: below this, starting the workers costs more than they save
-POOL_BATCH = 100   # files a worker takes at a time
+POOL_BATCH = 100   # files a worker takes at a time (250 measured no faster)
 WORKERS = 2
 
 
