@@ -12,6 +12,7 @@ one module and click, nothing else.
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -113,7 +114,8 @@ def recall(state: State, skill: str, intent: str, learnings_k: int | None, scope
       git whetstone recall great-tables "styling a gtcars table" --scope "row banding"
     """
     from .ops.recall import recall as run_recall
-    result = run_recall(skill, intent, learnings_k, list(scopes) or None, config=state.config())
+    with _indexing() as bar:
+        result = run_recall(skill, intent, learnings_k, list(scopes) or None, config=state.config(), progress=bar)
     emit(state, as_json, result, _show_recall)
 
 
@@ -560,6 +562,20 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
     emit(state, as_json, result, human)
 
 
+INDEX_PROGRESS_MIN = 2_000  # scope files a build reads before a terminal gets a progress bar
+
+
+@contextlib.contextmanager
+def _indexing():
+    """A progress callback for a build of the index on a terminal (None elsewhere: a pipe, a file)."""
+    bar = _ProgressBar("indexing scope files", INDEX_PROGRESS_MIN) if sys.stderr.isatty() else None
+    try:
+        yield bar
+    finally:
+        if bar is not None:
+            bar.close()
+
+
 class _ProgressBar:
     """A progress callback that draws on stderr once a job has more than `least` steps."""
 
@@ -569,6 +585,8 @@ class _ProgressBar:
     def __call__(self, done: int, total: int) -> None:
         if total <= self.least:
             return
+        if self.bar is not None and (total != self.bar.length or done < self.bar.pos):
+            self.close()  # the next job (a recall builds the skill's index, then the global layer's)
         if self.bar is None:
             self.bar = click.progressbar(length=total, label=self.label, file=sys.stderr)
             self.bar.__enter__()
@@ -709,7 +727,8 @@ def reindex(state: State, skill: str, as_json: bool) -> None:
     the embedding backend by hand or to measure a cold build.
     """
     from .ops.hooks import reindex as run_reindex
-    result = run_reindex(skill, config=state.config())
+    with _indexing() as bar:
+        result = run_reindex(skill, config=state.config(), progress=bar)
     emit(state, as_json, result, lambda r: click.echo(
         f"reindexed {r['skill']}: {_count(r['learnings'], 'learning')}, {_count(r['issues'], 'issue')} in "
         f"{_count(r['scopes'], 'scope')} ({r['backend']})"))
@@ -828,7 +847,9 @@ def hook(name: str, args: tuple[str, ...]) -> None:
     pre-commit exits 1 to refuse a commit; the others always exit 0.
     """
     from .ops.hooks import run_hook
-    raise SystemExit(run_hook(name, list(args)))
+    with _indexing() as bar:
+        status = run_hook(name, list(args), progress=bar)
+    raise SystemExit(status)
 
 
 # --- taste that follows you: remotes and sync -------------------------------------------------------
@@ -893,7 +914,8 @@ def sync(state: State, skill: str | None, every: bool, remote_name: str | None, 
       git whetstone sync --all          # from cron, or at the start of a session
     """
     from .ops.sync import sync as run_sync
-    result = run_sync(skill, every, remote_name, config=state.config())
+    with _indexing() as bar:
+        result = run_sync(skill, every, remote_name, config=state.config(), progress=bar)
 
     def human(r: dict[str, Any]) -> None:
         for one in r["stores"]:

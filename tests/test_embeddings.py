@@ -65,9 +65,9 @@ def embedded(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
     calls: list[tuple[str, int]] = []
     real = cache.embed_all
 
-    def counting(texts, embedder):
+    def counting(texts, embedder, progress=None):
         calls.append((embedder.identity, len(texts)))
-        return real(texts, embedder)
+        return real(texts, embedder, progress)
 
     monkeypatch.setattr(cache, "embed_all", counting)
     return calls
@@ -131,30 +131,6 @@ def test_reindex_uses_the_configured_backend(st_env, st) -> None:
     from git_whetstone.ops.hooks import reindex
     result = reindex(SKILL)
     assert result["backend"] == st.identity and result["learnings"] == len(LEARNINGS)
-
-
-def test_progress_bar_only_on_a_terminal_and_for_many_texts(st, monkeypatch, capsys) -> None:
-    class Tty:
-        def __init__(self):
-            self.text = ""
-
-        def isatty(self):
-            return True
-
-        def write(self, s):
-            self.text += s
-
-        def flush(self):
-            pass
-
-    texts = [f"rule number {i} about tables" for i in range(cache.PROGRESS_OVER + 5)]
-    plain = cache.embed_all(texts, st)
-    assert capsys.readouterr().err == ""
-    tty = Tty()
-    monkeypatch.setattr(sys, "stderr", tty)
-    barred = cache.embed_all(texts, st)
-    assert "embedding 305 entries" in tty.text
-    assert np.allclose(plain, barred, atol=1e-5)
 
 
 LAZY = ["list", "show", "path", "log", "validate"]

@@ -167,41 +167,6 @@ def test_reindex_drops_the_image_with_the_index(big):
     assert image.read(path, embedder.identity, embedder.dim) is not None
 
 
-def _on_a_terminal(*args: str) -> str:
-    """The CLI with a pseudo-terminal for its output streams: everything it wrote there."""
-    import os
-    import pty
-    import subprocess
-    import sys
-
-    parent, child = pty.openpty()
-    proc = subprocess.Popen([sys.executable, "-m", "git_whetstone", *args], stdin=subprocess.DEVNULL, stdout=child,
-                            stderr=child, env=dict(os.environ, TERM="dumb"), close_fds=True)
-    os.close(child)
-    said = b""
-    while True:
-        try:
-            chunk = os.read(parent, 65536)
-        except OSError:  # the child closed the terminal
-            break
-        if not chunk:
-            break
-        said += chunk
-    proc.wait(timeout=120)
-    os.close(parent)
-    assert proc.returncode == 0, said
-    return said.decode("utf-8", "replace")
-
-
-def test_a_big_build_shows_its_progress_on_a_terminal_only(big):
-    from tests.helpers import run_cli
-    config, path = big
-    shown = _on_a_terminal("reindex", "big")
-    assert "reading 600 scope files" in shown and "100%" in shown and "embedding 6540 entries" in shown, shown[-300:]
-    piped = run_cli("reindex", "big")
-    assert piped.returncode == 0 and "reading" not in piped.stderr and "embedding" not in piped.stderr
-
-
 def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
     """A mapped snapshot's id key -> row index (`KeyIndex`: sorted arrays and a dict of changes)
     answers every lookup, change and count as a dict given the same operations does."""

@@ -235,8 +235,8 @@ def test_index_keys_vectors_by_the_table(static_env, monkeypatch) -> None:
         capture(SKILL, "learning", body, scope, "said so", config=with_backend("hashing"))
     calls: list[tuple[str, int]] = []
     real = cache.embed_all
-    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder: calls.append((embedder.identity, len(texts)))
-                        or real(texts, embedder))
+    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder, progress=None: calls.append((embedder.identity, len(texts)))
+                        or real(texts, embedder, progress))
     recall(SKILL, "styling a table")
     assert calls and {who for who, _ in calls} == {STATIC.identity}
     recall(SKILL, "styling a table", config=with_backend("hashing"))
@@ -289,7 +289,8 @@ def test_a_hand_commit_hook_refreshes_the_static_index(static_env, store_root, m
     assert "numpy" in mods and not mods & HEAVY, mods & HEAVY
     calls: list[int] = []
     real = cache.embed_all
-    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder: calls.append(len(texts)) or real(texts, embedder))
+    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder, progress=None:
+                        calls.append(len(texts)) or real(texts, embedder, progress))
     freshness.LIVE.clear()
     result = recall("hooked", "header row styling")
     assert calls == [] and "always" in result["learnings"][0]["rule"]

@@ -43,7 +43,10 @@ _HEADING = re.compile(r"^## (\S+) \u00b7 (.*)$")
 _ID = re.compile(r"^([A-Za-z]+)(\d+)$")
 _FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+_POSITIVE = re.compile(r"[1-9]\d*")
 _CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
+_MARKER_STARTS = ("<", "=", ">", "|")
+_MARKER_RUNS = ("<" * 7, "=" * 7, ">" * 7, "|" * 7)
 _ATX = re.compile(r"^ {0,3}#{1,6}(\s|$)")
 # A line of '=' or '-' right under paragraph text turns that text into a (setext) heading.
 _SETEXT = re.compile(r"^ {0,3}[=-]+[ \t]*$")  # mistune also takes a mix such as "=-="
@@ -159,8 +162,17 @@ def encode_value(text: str) -> str:
     return json.dumps(text, ensure_ascii=False)
 
 
+def _plain_quoted(raw: str) -> bool:
+    """A quoted value JSON reads as the text between its quotes: no escape, no inner quote, no
+    control character (the usual provenance line, read without the JSON decoder)."""
+    return (len(raw) > 1 and raw[0] == '"' and raw[-1] == '"' and "\\" not in raw and '"' not in raw[1:-1]
+            and raw.isprintable())
+
+
 def decode_value(raw: str) -> str:
     if raw.startswith('"'):
+        if _plain_quoted(raw):
+            return raw[1:-1]
         try:
             value = json.loads(raw)
             if isinstance(value, str):
@@ -224,8 +236,9 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
 
     in_conflict: set[int] = set()  # lines between a merge's <<<<<<< and >>>>>>> markers
     opened = None
-    for number, (_, line) in enumerate(lines, 1):
-        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+    marked = any(run in text for run in _MARKER_RUNS)  # else no line can hold a marker
+    for number, (_, line) in enumerate(lines if marked else (), 1):
+        if line.startswith(_MARKER_STARTS) and _CONFLICT_MARKER.match(line.rstrip("\r")):
             err(number, "unresolved merge conflict marker")
             if line.startswith("<"):
                 opened = number
@@ -237,7 +250,7 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
         if i == 0 and line.startswith("\ufeff"):
             err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
             break
-        if _CONFLICT_MARKER.match(line.rstrip("\r")):
+        if marked and _CONFLICT_MARKER.match(line.rstrip("\r")):
             continue  # reported above
         if line.strip():
             err(i + 1, "text before the first block (a block starts with '## L<n> · title')")
@@ -368,6 +381,8 @@ def _closes(closer: str, line: str) -> bool:
 
 def _raw_html(line: str) -> tuple[int, str] | None:
     """If `line` opens raw HTML that runs to a closing marker: where its opener ends, and the marker."""
+    if "<" not in line[:4]:  # every opener is '<' after at most three spaces
+        return None
     for pattern, closer in _RAW_HTML:
         match = pattern.match(line)
         if match:
@@ -387,7 +402,7 @@ def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: i
             err(line, f"field '{key}' appears twice")
             continue
         seen.add(key)
-        if key == "recurrence" and not re.fullmatch(r"[1-9]\d*", value):
+        if key == "recurrence" and not _POSITIVE.fullmatch(value):
             err(line, f"recurrence must be a positive integer, got '{value}'")
         elif key in ("first_seen", "last_seen") and not _is_date(value):
             err(line, f"{key} must be a date (YYYY-MM-DD), got '{value}'")
@@ -400,7 +415,8 @@ def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: i
     for key in REQUIRED[prefix]:
         if key not in seen:
             err(first, f"{bid} is missing the field '{key}'")
-    first_seen, last_seen = dict(fields).get("first_seen"), dict(fields).get("last_seen")
+    values = dict(fields)
+    first_seen, last_seen = values.get("first_seen"), values.get("last_seen")
     if first_seen and last_seen and _is_date(first_seen) and _is_date(last_seen) and last_seen < first_seen:
         err(first, f"{bid}: last_seen {last_seen} is before first_seen {first_seen}")
 
@@ -416,6 +432,8 @@ def _is_date(value: str) -> bool:
 
 
 def _is_json_string(value: str) -> bool:
+    if _plain_quoted(value):
+        return True
     try:
         return isinstance(json.loads(value), str)
     except ValueError:

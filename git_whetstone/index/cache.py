@@ -2,7 +2,8 @@
 
 Per scope file it keeps the parsed entries, their vectors, and the file's share of each scope (the
 sum of its entry vectors and the scope phrase's vector), so loading a store is one row per file.
-Vectors are also kept by (backend identity, hash of the text), so an edit, a move or a backend
+Each vector is stored once: in its file's row while the file holds its text, and by (backend
+identity, hash of the text) once the text has left it, so an edit, an undo, a move or a backend
 switch embeds only texts that have no vector yet. The file is shared by every process (WAL mode):
 nobody waits on it longer than one short save, and a process that cannot write it (busy, a
 read-only store, a newer whetstone's schema) keeps its result in memory and leaves the file alone.
@@ -11,7 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
-import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -22,7 +23,7 @@ from .records import COLUMNS, Entry, FileRows, decode, text_hash
 from .snapshot import Snapshot
 
 EMBED_BATCH = 1024  # texts per embedding call: a first build of 100,000 entries stays small in memory
-SCHEMA = 5
+SCHEMA = 6  # 6: vectors stored once (in `files`; `vectors` keeps those whose text left); no scopes table
 DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,
@@ -30,9 +31,6 @@ CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, war
     scopes TEXT NOT NULL, columns BLOB NOT NULL, vectors BLOB NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors(backend, hash);
-CREATE TABLE IF NOT EXISTS scopes(backend TEXT NOT NULL, kind TEXT NOT NULL, key TEXT NOT NULL,
-    scope TEXT NOT NULL, entries INTEGER NOT NULL, phrase BLOB NOT NULL, centroid BLOB NOT NULL,
-    PRIMARY KEY(backend, kind, key));
 """
 
 
@@ -115,19 +113,14 @@ def load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], roo
     snap = Snapshot(embedder.dim, rows + 64, scopes + 16)
     dim = embedder.dim
     chunk: list[tuple[str, FileRows]] = []
-    for path, stamp, warning, entries, scope_json, columns, blob in db.execute(
-            "SELECT path, stamp, warning, entries, scopes, columns, vectors FROM files WHERE backend=? "
-            "ORDER BY path", (embedder.identity,)):
-        if stamps.get(path) != stamp:
+    for record in db.execute(
+            "SELECT path, stamp, warning, backend, n, scopes_n, entries, scopes, columns, vectors FROM files "
+            "WHERE backend=? ORDER BY path", (embedder.identity,)):
+        path = record[0]
+        if stamps.get(path) != record[1]:
             continue
-        scope_list = [tuple(s) for s in json.loads(scope_json)]
-        ints = np.frombuffer(columns, np.int64)
-        n, s = (len(ints) - 2) // COLUMNS, len(scope_list)
-        flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
-        top = {"L": int(ints[-2]), "I": int(ints[-1])}
-        rows = FileRows(stamp, scope_list, flat[n:n + s].copy(), flat[n + s:n + 2 * s].copy(),
-                        ints[:COLUMNS * n].reshape(COLUMNS, n), top, warning, raw=entries, vectors=flat[:n])
-        if warning:
+        rows = rows_of(record, dim)
+        if rows.warning:
             claim_from_disk(root, path, rows)
         chunk.append((path, rows))
         if len(chunk) == 256:
@@ -135,6 +128,18 @@ def load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], roo
             chunk = []
     snap.add_files(chunk)
     return snap
+
+
+def rows_of(record: tuple, dim: int) -> FileRows:
+    """A file's rows from its `files` record (as `file_record` makes it): the entries stay JSON
+    text, the entry vectors a view of the record's blob until the snapshot copies them."""
+    path, stamp, warning, _, n, s, entries, scope_json, columns, blob = record
+    scope_list = [tuple(x) for x in json.loads(scope_json)]
+    ints = np.frombuffer(columns, np.int64)
+    flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
+    top = {"L": int(ints[-2]), "I": int(ints[-1])}
+    return FileRows(stamp, scope_list, flat[n:n + s].copy(), flat[n + s:n + 2 * s].copy(),
+                    ints[:COLUMNS * n].reshape(COLUMNS, n), top, warning, raw=entries, vectors=flat[:n])
 
 
 def claim_from_disk(root: Path, rel: str, rows: FileRows) -> None:
@@ -165,39 +170,59 @@ def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]
     return found
 
 
-def save(db: sqlite3.Connection, embedder: Embedder, snap: Snapshot, removed: list[str],
-          records: list[tuple], new_vectors: dict[str, np.ndarray], touched: set[tuple[str, str]]) -> None:
+def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records: list[tuple]) -> None:
     """Write what one refresh learned, in one transaction; skipped when another process holds the
-    index for writing past a short wait, or the file cannot be written."""
+    index for writing past a short wait, or the file cannot be written.
+
+    A vector is stored once: in its file's record while a file holds its text, else (the text was
+    edited away, its file removed, or the store switched backends) in `vectors`, so an undo, a
+    move or a switch back embeds nothing again."""
     try:
         db.execute("PRAGMA busy_timeout=1000")
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError:
         return
     try:
+        _retire(db, embedder.identity, {**{path: None for path in removed}, **{r[0]: r[6] for r in records}})
         db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
-        db.executemany("INSERT OR REPLACE INTO vectors VALUES(?,?,?)",
-                       [(embedder.identity, h, vec.tobytes()) for h, vec in new_vectors.items()])
         db.executemany("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?)", records)
-        save_scopes(db, snap, embedder, touched)
         db.execute("COMMIT")
     except sqlite3.OperationalError:  # read-only after all, or the disk is full: the index is only a cache
         if db.in_transaction:
             db.execute("ROLLBACK")
 
 
-def save_scopes(db: sqlite3.Connection, snap: Snapshot, embedder: Embedder, touched: set[tuple[str, str]]) -> None:
-    """Per scope its entry count, phrase vector and centroid, rewritten for the scopes a change touched."""
-    if not touched:
-        return
-    counts = np.bincount(snap.scope_of[snap.alive], minlength=len(snap.scopes))
-    db.executemany("DELETE FROM scopes WHERE backend=? AND kind=? AND key=?",
-                   [(embedder.identity, kind, key) for kind, key in touched])
-    db.executemany("INSERT INTO scopes VALUES(?,?,?,?,?,?,?)", [
-        (embedder.identity, kind, key, snap.scopes[at][2], int(counts[at]), snap.phrases[at].tobytes(),
-         snap.centroids[at].tobytes())
-        for kind, key in touched for at in [snap.scope_number.get((kind, key))]
-        if at is not None and counts[at]])
+def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | None]) -> None:
+    """Keep in `vectors` the vectors of the records about to be replaced (path -> the new record's
+    entries, None when removed) whose texts the new record no longer holds."""
+    if not replaced or db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+        return  # a first build replaces nothing
+    paths = list(replaced)
+    kept: list[tuple[str, str, bytes]] = []
+    for i in range(0, len(paths), 500):
+        chunk = paths[i:i + 500]
+        for path, backend, raw, scope_json, n, blob in db.execute(
+                f"SELECT path, backend, entries, scopes, n, vectors FROM files WHERE path IN ({','.join('?' * len(chunk))})",
+                chunk):
+            new = replaced[path]
+            if backend == identity and new == raw:
+                continue
+            still = set() if backend != identity or new is None else \
+                {text for e in decode(new) for text in (e.body, e.scope)}
+            kept += [(backend, text_hash(text), vec) for text, vec in _old_vectors(raw, scope_json, n, blob)
+                     if text not in still]
+    db.executemany("INSERT OR IGNORE INTO vectors VALUES(?,?,?)", kept)
+
+
+def _old_vectors(raw: bytes, scope_json: str, n: int, blob: bytes):
+    """(text, vector bytes) for every body and scope phrase a `files` record holds."""
+    entries, scopes = decode(raw), json.loads(scope_json)
+    width = len(blob) // (n + 2 * len(scopes)) if n + len(scopes) else 0
+    for i, e in enumerate(entries):
+        yield e.body, blob[i * width:(i + 1) * width]
+    for j, scope in enumerate(scopes):
+        at = n + len(scopes) + j
+        yield scope[2], blob[at * width:(at + 1) * width]
 
 
 def file_record(path: str, rows: FileRows, embedder: Embedder) -> tuple:
@@ -208,57 +233,48 @@ def file_record(path: str, rows: FileRows, embedder: Embedder) -> tuple:
             json.dumps(rows.scopes, ensure_ascii=False), rows.columns.tobytes() + top.tobytes(), blob)
 
 
-def vectors_for(db: sqlite3.Connection, embedder: Embedder,
-             texts: list[str]) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
-    """Vectors for `texts` by hash, from the index where present and embedded otherwise; and the
-    newly embedded ones, for the caller to store."""
+def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str], paths: list[str],
+                progress: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
+    """Vectors for `texts`, by text: from the index where it holds them (in `vectors`, or in the
+    records of `paths`, the files being read again) and embedded otherwise (`progress(done, total)`
+    as texts are embedded)."""
     wanted = {text_hash(t): t for t in texts}
     found: dict[str, np.ndarray] = {}
-    hashes = list(wanted)
-    for i in range(0, len(hashes), 500):
-        chunk = hashes[i:i + 500]
-        marks = ",".join("?" * len(chunk))
-        for h, vec in db.execute(f"SELECT hash, vec FROM vectors WHERE backend=? AND hash IN ({marks})",
-                                 (embedder.identity, *chunk)):
-            found[h] = np.frombuffer(vec, np.float32)
-    missing = [h for h in hashes if h not in found]
-    new: dict[str, np.ndarray] = {}
+    if db.execute("SELECT 1 FROM vectors WHERE backend=? LIMIT 1", (embedder.identity,)).fetchone():
+        hashes = list(wanted)
+        for i in range(0, len(hashes), 500):
+            chunk = hashes[i:i + 500]
+            marks = ",".join("?" * len(chunk))
+            for h, vec in db.execute(f"SELECT hash, vec FROM vectors WHERE backend=? AND hash IN ({marks})",
+                                     (embedder.identity, *chunk)):
+                found[wanted[h]] = np.frombuffer(vec, np.float32)
+    if len(found) < len(wanted) and db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+        for i in range(0, len(paths), 500):
+            chunk = paths[i:i + 500]
+            for raw, scope_json, n, blob in db.execute(
+                    f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
+                    f"({','.join('?' * len(chunk))})", (embedder.identity, *chunk)):
+                for text, vec in _old_vectors(raw, scope_json, n, blob):
+                    found.setdefault(text, np.frombuffer(vec, np.float32))
+    missing = [t for t in wanted.values() if t not in found]
     if missing:
-        matrix = embed_all([wanted[h] for h in missing], embedder)
-        new = dict(zip(missing, matrix))
-        found.update(new)
-    return found, new
+        found.update(zip(missing, embed_all(missing, embedder, progress)))
+    return found
 
 
-PROGRESS_OVER = 300  # texts to embed before a terminal gets a progress bar
-PROGRESS_CHUNK = 128
-PROGRESS_FILES = 500  # scope files to read before a terminal gets a progress bar
-
-
-def read_all(paths: list[str], read) -> dict:
-    """`read(path)` for every path, behind a progress bar on stderr when it is a terminal and there
-    are many (a first build, a fresh clone, a reindex: reading comes before embedding)."""
-    if len(paths) <= PROGRESS_FILES or not sys.stderr.isatty():
-        return {path: read(path) for path in paths}
-    import click
-    out = {}
-    with click.progressbar(paths, label=f"reading {len(paths)} scope files", file=sys.stderr) as bar:
-        for path in bar:
-            out[path] = read(path)
-    return out
-
-
-def embed_all(texts: list[str], embedder: Embedder) -> np.ndarray:
-    """In batches of EMBED_BATCH (a backend's working memory grows with its batch), behind a progress
-    bar on stderr when it is a terminal and there are many (a first build or a backend switch)."""
-    if len(texts) <= PROGRESS_OVER or not sys.stderr.isatty():
-        if len(texts) <= EMBED_BATCH:
-            return embedder.embed(texts)
-        return np.concatenate([embedder.embed(texts[i:i + EMBED_BATCH]) for i in range(0, len(texts), EMBED_BATCH)])
-    import click
-    parts = []
-    with click.progressbar(length=len(texts), label=f"embedding {len(texts)} entries", file=sys.stderr) as bar:
-        for i in range(0, len(texts), PROGRESS_CHUNK):
-            parts.append(embedder.embed(texts[i:i + PROGRESS_CHUNK]))
-            bar.update(len(parts[-1]))
-    return np.concatenate(parts)
+def embed_all(texts: list[str], embedder: Embedder,
+              progress: Callable[[int, int], None] | None = None) -> np.ndarray:
+    """In batches of EMBED_BATCH (a backend's working memory grows with its batch), with
+    `progress(done, total)` after each."""
+    if len(texts) <= EMBED_BATCH:
+        matrix = embedder.embed(texts)
+    else:
+        parts = []
+        for i in range(0, len(texts), EMBED_BATCH):
+            parts.append(embedder.embed(texts[i:i + EMBED_BATCH]))
+            if progress is not None:
+                progress(i + len(parts[-1]), len(texts))
+        return np.concatenate(parts)
+    if progress is not None:
+        progress(len(texts), len(texts))
+    return matrix

@@ -12,14 +12,12 @@ from __future__ import annotations
 import os
 import sqlite3
 
-import numpy as np
-
 from ..format.layout import KIND_FOLDER
 from ..semantics.embed import Embedder
 from ..store.store import Store
-from . import cache, image
+from . import build, cache, image
 from .reading import read_file
-from .records import PARSED_FILES, Entry, FileRows, file_rows
+from .records import PARSED_FILES, Entry
 from .snapshot import Snapshot
 
 # The snapshots this process keeps, by (store path, backend identity).
@@ -69,8 +67,9 @@ def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[s
     return (None, None) if stamps == snap.stamps else (stamps, None)
 
 
-def snapshot(store: Store, embedder: Embedder) -> Snapshot:
-    """The store's entries and vectors, brought up to date with the files on disk."""
+def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None = None) -> Snapshot:
+    """The store's entries and vectors, brought up to date with the files on disk; `progress(done,
+    total)` is told of the files read and embedded, when there are any."""
     key = (str(store.path), embedder.identity)
     cached = LIVE.get(key)
     hint = None
@@ -82,17 +81,17 @@ def snapshot(store: Store, embedder: Embedder) -> Snapshot:
         if stamps is None:
             return cached
     try:
-        snap = _refresh(store, embedder, stamps, cached, hint)
+        snap = _refresh(store, embedder, stamps, cached, hint, progress=progress)
     except sqlite3.OperationalError:  # busy or disk trouble part way: read the markdown without it this time
         close(LIVE.pop(key, None))
-        snap = _refresh(store, embedder, stamps, None, None, cache.memory())
+        snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress)
     except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
         close(LIVE.pop(key, None))
         cache.discard(store.path)
         try:
-            snap = _refresh(store, embedder, stamps, None, None)
+            snap = _refresh(store, embedder, stamps, None, None, progress=progress)
         except sqlite3.DatabaseError:  # still there (a read-only store): rebuild in memory, leave the file
-            snap = _refresh(store, embedder, stamps, None, None, cache.memory())
+            snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress)
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     LIVE[key] = snap
     return snap
@@ -133,7 +132,8 @@ def _hold(store: Store, snap: Snapshot, db: sqlite3.Connection, keep: bool) -> N
 
 
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
-             hint: set[str] | None, db: sqlite3.Connection | None = None) -> Snapshot:
+             hint: set[str] | None, db: sqlite3.Connection | None = None,
+             progress: build.Progress | None = None) -> Snapshot:
     """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`; `hint`,
     when given, holds every path whose stamp may differ from the snapshot's.
 
@@ -172,7 +172,6 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         removed = [p for p in gone if p not in stamps]
         if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
-        touched = {s[:2] for p in changed + removed if p in snap.files for s in snap.files[p].scopes}
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
             _hold(store, snap, db, keep)
@@ -181,31 +180,26 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             return snap
         for path in removed:
             snap.remove_file(path)
-        added: list[tuple[str, FileRows]] = []
         records: list[tuple] = []
-        new_vectors: dict[str, np.ndarray] = {}
         if changed:
-            parsed = cache.read_all(changed, lambda path: read_file(store, path))
-            texts = [e.body for entries, _ in parsed.values() for e in entries]
-            texts += [e.scope for entries, _ in parsed.values() for e in entries]
-            vectors, new_vectors = cache.vectors_for(db, embedder, texts)
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
-            added = [(path, file_rows(stamps[path], entries, warning, vectors, embedder.dim))
-                     for path, (entries, warning) in parsed.items()]
-            del parsed, vectors
-            for path, rows in added:
-                if rows.warning:
-                    cache.claim_from_disk(store.path, path, rows)
-                touched |= {s[:2] for s in rows.scopes}
-                records.append(cache.file_record(path, rows, embedder))
-                if len(added) > PARSED_FILES:  # a build: keep the entries as text, as a load would
-                    rows.unparse()
-            snap.add_files(added)
+            many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
+            start, files, rows_read = snap.size, 0, 0
+            for batch in build.files(store, embedder, db, changed, stamps, progress):
+                for path, rows, record in batch:
+                    records.append(record)
+                    rows_read += rows.n
+                    if many:
+                        rows.unparse()
+                files += len(batch)
+                if files < len(changed):  # more batches to come (from the workers): room for them all, once
+                    snap.grow_rows(start + rows_read * len(changed) * 9 // (8 * files))
+                snap.add_files([(path, rows) for path, rows, _ in batch])
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps
-        cache.save(db, embedder, snap, removed, records, new_vectors, touched)
+        cache.save(db, embedder, removed, records)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):

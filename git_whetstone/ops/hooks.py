@@ -34,6 +34,7 @@ from ..base.config import Config, load
 from ..base.errors import RUNTIME, WhetstoneError
 from ..format.checks import check, conflict_hint, top_ids
 from ..git import runner, tree
+from ..index.build import Progress
 from ..index.freshness import forget
 from ..store.store import Store, list_skills
 from .workspace import Workspace
@@ -239,9 +240,10 @@ def status(store: Store) -> dict[str, Any]:
 
 # --- running them ------------------------------------------------------------------------------------
 
-def run_hook(name: str, args: list[str], repo: Path | None = None) -> int:
+def run_hook(name: str, args: list[str], repo: Path | None = None, progress: Progress | None = None) -> int:
     """What a shim runs (`git whetstone hook NAME ARGS`), in the repository git runs hooks in (the
-    top of the work tree). Returns the exit status: 1 only when pre-commit refuses the commit."""
+    top of the work tree). Returns the exit status: 1 only when pre-commit refuses the commit.
+    `progress(done, total)` hears how a refresh of the index goes (a merge that changed many files)."""
     repo = Path.cwd() if repo is None else repo
     if not ((repo / ".git").exists() and (repo / "next_ids.json").is_file()):
         return 0  # not a whetstone store: the shim lives in a shared hooks directory
@@ -249,7 +251,7 @@ def run_hook(name: str, args: list[str], repo: Path | None = None) -> int:
         if name == "pre-commit":
             return pre_commit(repo)
         if name in ("post-commit", "post-merge", "post-rewrite"):
-            post_change(repo, name, args)
+            post_change(repo, name, args, progress)
             return 0
         _say(f"unknown hook '{name}'; nothing done")
     except Exception as exc:  # a hook never fails a git operation for a reason that is not the user's
@@ -285,7 +287,7 @@ def pre_commit(repo: Path) -> int:
     return 1
 
 
-def post_change(repo: Path, name: str, args: Sequence[str] = ()) -> None:
+def post_change(repo: Path, name: str, args: Sequence[str] = (), progress: Progress | None = None) -> None:
     """After a commit, merge or rewrite: warn about invalid files the change brought in, keep ids
     written by hand from being minted again, and bring the index up to date (when there is one)."""
     try:
@@ -321,7 +323,7 @@ def post_change(repo: Path, name: str, args: Sequence[str] = ()) -> None:
     notices: list[str] = []
     with store.lock(recover=False):
         store.keep_ids(top_ids(committed))
-        notices += refresh_index(store, Workspace(config))
+        notices += refresh_index(store, Workspace(config, progress))
     for notice in store.warnings + notices:
         _say(notice)
 
@@ -337,10 +339,11 @@ def refresh_index(store: Store, ws: Workspace) -> list[str]:
     return [snap.notice] if snap.notice else []
 
 
-def reindex(skill: str, *, config: Config | None = None) -> dict[str, Any]:
+def reindex(skill: str, *, config: Config | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """Drop SKILL's index and rebuild it from the markdown: what the post-commit hook does, from
-    scratch. Also raises the id high-water mark over every id in the store."""
-    ws = Workspace.of(config)
+    scratch. Also raises the id high-water mark over every id in the store. `progress(done, total)`
+    hears how the build goes."""
+    ws = Workspace.of(config, progress)
     store = ws.store(skill, must_exist=True)
     forget(store)
     snap = ws.snapshot(store)

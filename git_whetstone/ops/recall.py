@@ -35,6 +35,7 @@ from ..base.config import Config
 from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..index import scan
+from ..index.build import Progress
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge, may_oppose, read
 from ..semantics.words import content_words
@@ -102,12 +103,13 @@ def check_scopes(scopes: Any) -> list[str]:
 
 
 def recall(skill: str, intent: str, learnings_k: int | None = None, scopes: list[str] | None = None, *,
-           config: Config | None = None) -> dict[str, Any]:
+           config: Config | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """The learnings and issues relevant to `intent` in `skill`'s store, and in the global layer
     (`__global__`, unless `consult_global` is off) within the same budget, as the JSON of SPEC §4:
     every always-on entry first, then what the intent matches, then every entry of the `scopes`
-    named. An unknown or empty skill gives empty lists (or only global entries), never an error."""
-    ws = Workspace.of(config)
+    named. An unknown or empty skill gives empty lists (or only global entries), never an error.
+    `progress(done, total)` hears how a build of the index goes, when the call must build one."""
+    ws = Workspace.of(config, progress)
     config = ws.config
     if not isinstance(intent, str) or not intent.strip():
         raise WhetstoneError("intent is empty: describe the task and its dimensions")

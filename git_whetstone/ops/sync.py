@@ -29,6 +29,7 @@ from ..format.merging import merge_scope
 from ..git import runner
 from ..git.runner import last_line
 from ..store import events
+from ..index.build import Progress
 from ..store.store import Store, list_skills
 from .workspace import Workspace
 from .drivers import install_drivers
@@ -98,11 +99,12 @@ class SyncResult:
 # --- sync -------------------------------------------------------------------------------------------
 
 def sync(skill: str | None = None, every: bool = False, remote_name: str | None = None, *,
-         config: Config | None = None) -> dict[str, Any]:
+         config: Config | None = None, progress: Progress | None = None) -> dict[str, Any]:
     """`git whetstone sync SKILL | --all`: fetch, merge and push each store. With --all, a store
     without a remote is skipped and a failure is reported in its entry; `ok` is False when a store
-    stopped on a conflict or failed."""
-    ws = Workspace.of(config)
+    stopped on a conflict or failed. `progress(done, total)` hears how a refresh of an index after a
+    merge goes."""
+    ws = Workspace.of(config, progress)
     if every == (skill not in (None, "")):
         raise WhetstoneError("give a SKILL or --all")
     if remote_name is not None:

@@ -7,6 +7,7 @@ makes an embedder on its own.
 from __future__ import annotations
 
 from ..base.config import Config, load
+from ..index.build import Progress
 from ..index.freshness import snapshot
 from ..index.snapshot import Snapshot
 from ..semantics.embed import Embedder, get_embedder
@@ -14,17 +15,19 @@ from ..store.store import Store
 
 
 class Workspace:
-    """The configuration of one library call, and the embedder it names (made on first use)."""
+    """The configuration of one library call, and the embedder it names (made on first use); and
+    who to tell, `progress(done, total)`, how a build of the index goes (a door on a terminal)."""
 
-    def __init__(self, config: Config) -> None:
+    def __init__(self, config: Config, progress: Progress | None = None) -> None:
         self.config = config
+        self.progress = progress
         self._embedder: Embedder | None = None
 
     @classmethod
-    def of(cls, config: Config | None = None) -> "Workspace":
+    def of(cls, config: Config | None = None, progress: Progress | None = None) -> "Workspace":
         """The configuration given (a door that loaded it already), else the one the config file and
         the environment say now."""
-        return cls(config if config is not None else load())
+        return cls(config if config is not None else load(), progress)
 
     @property
     def embedder(self) -> Embedder:
@@ -40,4 +43,4 @@ class Workspace:
 
     def snapshot(self, store: Store) -> Snapshot:
         """`store`'s entries and vectors, up to date with its files."""
-        return snapshot(store, self.embedder)
+        return snapshot(store, self.embedder, self.progress)

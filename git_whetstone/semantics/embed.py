@@ -32,6 +32,9 @@ DIM = 384
 class Embedder(Protocol):
     identity: str
     dim: int
+    # True when a text's vector does not depend on the other texts embedded with it (the index
+    # then embeds files in any batches, in parallel workers, and gets the same vectors bit for bit)
+    batch_free: bool
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
@@ -53,6 +56,7 @@ class HashingEmbedder:
 
     identity = f"hashing-v1-{DIM}"
     dim = DIM
+    batch_free = True  # each text's buckets are summed on their own
     W_WORD, W_BIGRAM, W_GRAMS = 1.0, 0.6, 0.9
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -141,6 +145,7 @@ class StaticEmbedder:
     reads only its small header, so an index that is up to date loads nothing."""
 
     BATCH = 2048  # texts summed at a time: bounds the float32 scratch to a few MB
+    batch_free = True  # each text's rows are summed in its own token order, and normalised on their own
 
     def __init__(self, path: Path = STATIC_TABLE) -> None:
         self.path = path
@@ -260,6 +265,8 @@ class StaticEmbedder:
 
 def _without_negations(words: list[str]) -> list[str]:
     """`words` without negation words, negated contractions included ("don't" comes as don ' t)."""
+    if NEGATIONS.isdisjoint(words) and "'" not in words and "\u2019" not in words:
+        return words  # most texts: nothing to leave out
     out: list[str] = []
     i, n = 0, len(words)
     while i < n:
@@ -296,6 +303,7 @@ class SentenceTransformerEmbedder:
     both come from its config files, so an index that is already up to date loads nothing."""
 
     BATCH = 64
+    batch_free = False  # a batch is padded to its longest text, which moves the floats a little
 
     def __init__(self, model: str) -> None:
         self.model = model

@@ -1,0 +1,125 @@
+"""Reading many scope files into rows: a refresh's changed files, or a whole store when the index is
+built from scratch (a first recall, a fresh clone, `reindex`, a backend switch).
+
+Each file is parsed (`reading`), its texts embedded, and made into its rows and its index.sqlite
+record. Many files are read by a pool of forked workers, each taking a batch of files through all
+of it and handing back the records (bytes: entries as compressed JSON, vectors as one blob), which
+the parent turns into rows as a load from index.sqlite does. The pool is used only where a text's
+vector does not depend on the batch it is embedded in (`Embedder.batch_free`: the static and
+hashing backends), so the index it builds is the one a single process builds, bit for bit; and
+only in a process with no other thread (a fork copies one thread, and locks another one held).
+"""
+from __future__ import annotations
+
+import multiprocessing
+import os
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator
+
+from ..semantics.embed import Embedder
+from ..store.store import Store
+from . import cache
+from .reading import read_file
+from .records import FileRows, file_rows
+
+Progress = Callable[[int, int], None]
+POOL_FROM = 1_000  # files: below this, starting the workers costs more than they save
+POOL_BATCH = 100   # files a worker takes at a time (250 measured no faster)
+WORKERS = 2
+
+
+def files(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
+          progress: Progress | None = None, pool: bool | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+    """(path, rows, index.sqlite record) for every path, in batches, in the order of `paths`; a
+    file with a warning has claimed the ids its text still holds. `progress(done, total)` counts
+    files. `pool` forces the workers on or off (None: where they pay)."""
+    if pool is None:
+        pool = len(paths) >= POOL_FROM and _can_fork(embedder)
+    yield from (_pooled if pool else _serial)(store, embedder, db, paths, stamps, _Ticker(progress, len(paths)))
+
+
+def _can_fork(embedder: Embedder) -> bool:
+    return (getattr(embedder, "batch_free", False) and threading.active_count() == 1
+            and "fork" in multiprocessing.get_all_start_methods() and _cpus() > 1)
+
+
+def _cpus() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
+class _Ticker:
+    """`progress(done, total)`, called only when `done` grows."""
+
+    def __init__(self, progress: Progress | None, total: int) -> None:
+        self.progress, self.total, self.done = progress, total, 0
+
+    def __call__(self, done: int) -> None:
+        done = min(done, self.total)
+        if self.progress is not None and done > self.done:
+            self.done = done
+            self.progress(done, self.total)
+
+
+def _serial(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
+            tick: _Ticker) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+    """In this process: reading is the first half of the work, embedding (texts the index does not
+    hold yet, all at once) the second."""
+    half = len(paths) // 2
+    parsed = {}
+    for i, path in enumerate(paths, 1):
+        parsed[path] = read_file(store, path)
+        tick(i * half // len(paths))
+    texts = [e.body for entries, _ in parsed.values() for e in entries]
+    texts += [e.scope for entries, _ in parsed.values() for e in entries]
+    vectors = cache.vectors_for(db, embedder, texts, paths,
+                                lambda done, total: tick(half + (len(paths) - half) * done // total))
+    tick(len(paths))
+    yield [_made(store, embedder, path, stamps[path], entries, warning, vectors)
+           for path, (entries, warning) in parsed.items()]
+
+
+def _made(store: Store, embedder: Embedder, path: str, stamp: str, entries: list, warning: str | None,
+          vectors: dict) -> tuple[str, FileRows, tuple]:
+    rows = file_rows(stamp, entries, warning, vectors, embedder.dim)
+    if warning:
+        cache.claim_from_disk(store.path, path, rows)
+    return path, rows, cache.file_record(path, rows, embedder)
+
+
+# What the workers work on, set in the parent before it forks them (so nothing is pickled).
+_JOB: tuple[Store, Embedder, dict[str, str]] | None = None
+
+
+def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
+            tick: _Ticker) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+    global _JOB
+    from ..format.blocks import parse  # read_file imports it on first use: once here, not in each worker
+    parse("")
+    embedder.embed(["warm up"])  # and a backend's table: the workers share its pages
+    batches = [paths[i:i + POOL_BATCH] for i in range(0, len(paths), POOL_BATCH)]
+    _JOB = (store, embedder, stamps)
+    done = 0
+    try:
+        with multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
+            for records in workers.imap(_work, batches):
+                done += len(records)
+                tick(done)
+                yield [(record[0], cache.rows_of(record, embedder.dim), record) for record in records]
+    finally:
+        _JOB = None
+
+
+def _work(paths: list[str]) -> list[tuple]:
+    """In a worker: a batch of files read, embedded (texts in first-seen order, as a process
+    embedding them alone would meet them) and made into records."""
+    store, embedder, stamps = _JOB
+    parsed = [(path, *read_file(store, path)) for path in paths]
+    texts = list(dict.fromkeys([e.body for _, entries, _ in parsed for e in entries]
+                               + [e.scope for _, entries, _ in parsed for e in entries]))
+    vectors = dict(zip(texts, embedder.embed(texts))) if texts else {}
+    return [_made(store, embedder, path, stamps[path], entries, warning, vectors)[2]
+            for path, entries, warning in parsed]

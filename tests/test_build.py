@@ -1,0 +1,182 @@
+"""Building the index from scratch (index/build.py): the forked workers build the index one process
+builds, bit for bit; a build tells a progress callback how it goes, and the CLI draws that on a
+terminal only; each vector is stored once.
+
+The store is the benchmark's kind (6,000 entries in 600 scope files, by git fast-import), with the
+pool's threshold lowered under its 600 files, and a file broken by hand (served from its last
+committed version, with a warning) and an id written twice, so the workers meet both.
+"""
+from __future__ import annotations
+
+import os
+import sqlite3
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from git_whetstone.index import build, cache, freshness, image
+from git_whetstone.ops import recall as recall_op
+from git_whetstone.ops.hooks import reindex
+from tests.helpers import REPO, bench_store, git
+
+INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and a totals row",
+           "Chart churn by region for executives; pick colors, title and axis scale", "tide charts"]
+
+
+@pytest.fixture
+def big(store_root, monkeypatch):
+    _, config, built = bench_store(monkeypatch, "big", 6_000, 5)
+    path = built.path
+    files = sorted((path / "learnings").iterdir())
+    copied = files[6].read_text(encoding="utf-8").split("\n\n## ")[0]  # an id written twice
+    with open(files[7], "a", encoding="utf-8") as out:
+        out.write("\n" + copied.rstrip("\n") + "\n")
+    git(path, "commit", "-qa", "--no-verify", "-m", "a duplicate id")
+    with open(files[8], "a", encoding="utf-8") as out:  # a broken edit, not committed
+        out.write("\n## L999999 · no metadata\n\nbody\n")
+    monkeypatch.setattr(build, "POOL_FROM", 100)
+    return config, path
+
+
+def _built(config, path, monkeypatch, pool: bool, progress=None):
+    """A build from scratch (`reindex`), with the workers or without; what it left on disk, the
+    snapshot, and recall's answers."""
+    used = []
+    real = build._pooled
+
+    def pooled(*args):
+        used.append(True)
+        yield from real(*args)
+
+    monkeypatch.setattr(build, "_pooled", pooled)
+    monkeypatch.setattr(build, "POOL_FROM", 100 if pool else 10**9)
+    reindex("big", config=config, progress=progress)
+    assert bool(used) == pool
+    snap = next(s for k, s in freshness.LIVE.items() if k[0] == str(path))
+    db = sqlite3.connect(path / "index.sqlite")
+    tables = {name: db.execute(f"SELECT * FROM {name} ORDER BY 1, 2, 3").fetchall()
+              for name in ("files", "vectors")}
+    db.close()
+    answers = []
+    for intent in INTENTS:
+        result = recall_op.recall("big", intent, config=config)
+        answers.append({k: v for k, v in result.items() if k != "run_id"})
+    return tables, (path / image.NAME).read_bytes(), snap, answers
+
+
+def test_the_workers_build_what_one_process_builds(big, monkeypatch):
+    config, path = big
+    serial = _built(config, path, monkeypatch, pool=False)
+    pooled = _built(config, path, monkeypatch, pool=True)
+    assert len(serial[0]["files"]) == 600 and serial[0]["vectors"] == []
+    assert any(row[2] for row in serial[0]["files"])  # the broken file's warning
+    assert serial[0] == pooled[0]  # index.sqlite, row by row, byte for byte
+    assert serial[1] == pooled[1]  # the image
+    a, b = serial[2], pooled[2]
+    assert a.size == b.size and a.dead == b.dead and a.warnings == b.warnings and a.top == b.top
+    for name in (*a.ROW_ARRAYS, *a.SCOPE_ARRAYS):
+        assert np.array_equal(getattr(a, f"_{name}")[:a.size if name in a.ROW_ARRAYS else len(a.scopes)],
+                              getattr(b, f"_{name}")[:b.size if name in b.ROW_ARRAYS else len(b.scopes)]), name
+    assert [a.entries[i] for i in range(a.size)] == [b.entries[i] for i in range(b.size)]
+    assert serial[3] == pooled[3]
+    assert any("duplicate id" in w for w in serial[3][0]["warnings"])
+    assert any("last committed version" in w for w in serial[3][0]["warnings"])
+
+
+@pytest.mark.parametrize("pool", [False, True])
+def test_a_build_reports_its_progress(big, monkeypatch, pool):
+    config, path = big
+    calls = []
+    _built(config, path, monkeypatch, pool, progress=lambda done, total: calls.append((done, total)))
+    assert calls and {total for _, total in calls} == {600}
+    counts = [done for done, _ in calls]
+    assert counts == sorted(set(counts)) and counts[-1] == 600 and len(counts) > 2
+    calls.clear()
+    recall_op.recall("big", INTENTS[0], config=config, progress=lambda *a: calls.append(a))
+    assert calls == []  # nothing to build: nothing said
+
+
+def _cli(*args: str, terminal: bool) -> str:
+    """The real CLI in a new process, with the bar's threshold under the store's 600 files, its
+    stderr a pseudo-terminal or a pipe: what it wrote there."""
+    import pty
+    code = ("import sys; from git_whetstone import cli; cli.INDEX_PROGRESS_MIN = 100; "
+            "sys.argv = ['git-whetstone', *sys.argv[1:]]; cli.main()")
+    command = [sys.executable, "-c", code, *args]
+    env = dict(os.environ, TERM="dumb", PYTHONPATH=str(REPO))
+    if not terminal:
+        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stderr
+    parent, child = pty.openpty()
+    proc = subprocess.Popen(command, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=child, env=env,
+                            close_fds=True)
+    os.close(child)
+    said = b""
+    while True:
+        try:
+            chunk = os.read(parent, 65536)
+        except OSError:  # the child closed the terminal
+            break
+        if not chunk:
+            break
+        said += chunk
+    proc.wait(timeout=300)
+    os.close(parent)
+    assert proc.returncode == 0, said
+    return said.decode("utf-8", "replace")
+
+
+def test_the_cli_draws_the_bar_on_a_terminal_only(big):
+    shown = _cli("reindex", "big", terminal=True)
+    assert "indexing scope files" in shown and "100%" in shown, shown[-300:]
+    freshness.LIVE.clear()
+    cache.discard(big[1])
+    shown = _cli("recall", "big", INTENTS[0], terminal=True)  # a first recall builds the index
+    assert "indexing scope files" in shown and "100%" in shown, shown[-300:]
+    assert "indexing" not in _cli("reindex", "big", terminal=False)
+    assert "indexing" not in _cli("recall", "big", INTENTS[1], terminal=True)  # the index is there: no bar
+
+
+def test_a_vector_is_stored_once_and_kept_when_its_text_goes(big, monkeypatch):
+    config, path = big
+    reindex("big", config=config)
+    db = sqlite3.connect(path / "index.sqlite")
+    assert db.execute("SELECT count(*) FROM vectors").fetchone() == (0,)  # all in the files' records
+    target = sorted((path / "issues").iterdir())[3]
+    before = target.read_text(encoding="utf-8")
+    first = before.split("\n\n", 2)[1]  # the first block's body
+    target.write_text(before.replace(first, first + " Reworded by hand.", 1), encoding="utf-8")
+    git(path, "-c", "core.hooksPath=/dev/null", "commit", "-q", "-m", "reword", "--", str(target))  # no hook:
+    # the refresh below is the one to watch
+    embedded = []
+    real = cache.embed_all
+    monkeypatch.setattr(cache, "embed_all", lambda texts, embedder, progress=None:
+                        embedded.append(list(texts)) or real(texts, embedder, progress))
+    recall_op.recall("big", INTENTS[0], config=config)
+    assert embedded == [[first + " Reworded by hand."]]  # the file's other texts came from its record
+    assert db.execute("SELECT count(*) FROM vectors").fetchone() == (1,)  # the old body's vector, kept
+    git(path, "-c", "core.hooksPath=/dev/null", "revert", "--no-edit", "HEAD")
+    embedded.clear()
+    recall_op.recall("big", INTENTS[0], config=config)
+    assert embedded == []  # back to the old text: its vector was kept
+    db.close()
+
+
+def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
+    """`entries_of` reads each block's fields in one pass; the blocks' own properties are the reference."""
+    from git_whetstone.format.blocks import parse
+    from git_whetstone.index.records import Entry, entries_of
+
+    _, path = big
+    checked = 0
+    for rel in sorted(str(p.relative_to(path)) for p in (*path.glob("learnings/*.md"), *path.glob("issues/*.md"))):
+        parsed = parse((path / rel).read_text(encoding="utf-8"), rel, rel.split("/")[0])
+        expected = [Entry(b.id, b.kind, rel, b.line, b.title, b.scope, b.body,
+                          b.recurrence if b.kind == "learning" else 0, b.get("first_seen"), b.get("last_seen"),
+                          tuple(b.provenance), b.always) for b in parsed.blocks]
+        assert entries_of(parsed.blocks, rel) == expected, rel
+        checked += len(expected)
+    assert checked > 5_000
