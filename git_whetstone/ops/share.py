@@ -69,7 +69,7 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
         target = Path(output) if output else Path.cwd() / f"{store.skill}.whetstone.tar.gz"
         _write_output(target, data)
         result.update(path=str(target), bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                      scopes=len({scope_key(i.scope) for i in items}))
+                      scopes=len({scope_key(scope) for scope in {i.scope for i in items}}))
         return result
     text, listed = render_rules(store.skill, items, fmt, day, float(min_weight), ws.config)
     result.update(rules=listed["issues"], preferences=listed["learnings"], min_weight=float(min_weight),
