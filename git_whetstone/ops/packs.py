@@ -139,9 +139,10 @@ _PARTS: dict[str, dict[str, tuple[str, list[Item], list[tuple[bytes, str]]]]] = 
 
 def _stamps(store: Store, rels: list[str]) -> dict[str, str]:
     out: dict[str, str] = {}
+    root = str(store.path)
     for rel in rels:
         try:
-            st = os.stat(store.path / rel)
+            st = os.stat(f"{root}/{rel}")
         except OSError:
             continue
         out[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
