@@ -19,6 +19,7 @@ import datetime as dt
 import gzip
 import hashlib
 import io
+import os
 import re
 import tarfile
 import tomllib
@@ -43,6 +44,7 @@ MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index'
 
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
+_JSON_SPECIAL = re.compile(r'["\\\x00-\x1f]')  # what json.dumps escapes (ensure_ascii off)
 _TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
@@ -81,29 +83,70 @@ def marker(source: str, item: Item) -> str:
 
 
 
-def store_items(store: Store) -> tuple[list[Item], list[str]]:
+def store_items(store: Store, rendered: dict[str, tuple[bytes, str]] | None = None) -> tuple[list[Item], list[str]]:
     """Every entry of a store as an Item, learnings then issues, each in id order. A file that
     fails validation contributes its last committed version (with a warning), as recall does;
-    an id claimed twice keeps its first copy."""
+    an id claimed twice keeps its first copy.
+
+    With `rendered`, each item's canonical text (UTF-8) and its sha256 are put there by id, for
+    `build_pack`; a file's items and texts are then kept by its stamp (size, mtime, inode, as the
+    index keys it), so the next export of the same store in this process reads and renders only
+    the files that changed. Only files read without a warning and unchanged while read are kept."""
     items: list[Item] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
-    files = {kind: [store.rel(path) for path in store.scope_files(kind)] for kind in ("learning", "issue")}
-    read = read_files(store, files["learning"] + files["issue"])
+    files = {kind: [f"{KIND_FOLDER[kind]}/{path.name}" for path in store.scope_files(kind)]
+             for kind in ("learning", "issue")}
+    rels = files["learning"] + files["issue"]
+    kept = _PARTS.get(str(store.path), {}) if rendered is not None else {}
+    stamps = _stamps(store, rels) if rendered is not None else {}
+    fresh = {rel: kept[rel] for rel in rels if rel in kept and kept[rel][0] == stamps.get(rel)}
+    read = read_files(store, [rel for rel in rels if rel not in fresh])
+    after = _stamps(store, list(read)) if rendered is not None else {}
+    parts: dict[str, tuple[str, list[Item], list[tuple[bytes, str]]]] = {}
     for kind in ("learning", "issue"):
         for rel in files[kind]:
-            entries, warning = read[rel]
-            if warning:
-                warnings.append(warning)
-            for e in entries:
-                where = f"{rel}:{e.line}"
-                if e.id in seen:
-                    warnings.append(f"{where}: duplicate id {e.id} (also at {seen[e.id]}); this copy is not exported")
+            if rel in fresh:
+                part = parts[rel] = fresh[rel]
+                file_items, texts = part[1], part[2]
+            else:
+                entries, warning = read[rel]
+                if warning:
+                    warnings.append(warning)
+                file_items = [Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen,
+                                   e.last_seen, tuple(e.provenance), f"{rel}:{e.line}", e.always) for e in entries]
+                texts = [_rendered(item) for item in file_items] if rendered is not None else []
+                if rendered is not None and not warning and rel in stamps and stamps[rel] == after.get(rel):
+                    parts[rel] = (stamps[rel], file_items, texts)
+            for at, item in enumerate(file_items):
+                if item.id in seen:
+                    warnings.append(f"{item.where}: duplicate id {item.id} (also at {seen[item.id]}); "
+                                    f"this copy is not exported")
                     continue
-                seen[e.id] = where
-                items.append(Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen,
-                                  e.last_seen, tuple(e.provenance), where, e.always))
+                seen[item.id] = item.where
+                items.append(item)
+                if rendered is not None:
+                    rendered[item.id] = texts[at]
+    if rendered is not None:
+        _PARTS.clear()  # one store's parts at a time: a process exports one store again, rarely many
+        _PARTS[str(store.path)] = parts
     return sorted(items, key=id_order), warnings
+
+
+# The last exported store's scope files, by path: (stamp, items, canonical texts).
+_PARTS: dict[str, dict[str, tuple[str, list[Item], list[tuple[bytes, str]]]]] = {}
+
+
+def _stamps(store: Store, rels: list[str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    root = str(store.path)
+    for rel in rels:
+        try:
+            st = os.stat(f"{root}/{rel}")
+        except OSError:
+            continue
+        out[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return out
 
 
 def id_order(item: Item) -> tuple[int, int]:
@@ -111,55 +154,108 @@ def id_order(item: Item) -> tuple[int, int]:
 
 
 def canonical(item: Item) -> str:
-    """The block text an entry is exported as, and whose sha256 the manifest holds."""
-    fields: list[tuple[str, str]] = []
+    """The block text an entry is exported as, and whose sha256 the manifest holds: what
+    `blocks.render` gives for its fields, written out here since a big export renders 100,000."""
+    lines = [f"## {item.id or ''} {blocks.DOT} {item.title}"]
     if item.kind == "learning":
-        fields += [("recurrence", str(item.recurrence)), ("first_seen", item.first_seen or ""),
-                   ("last_seen", item.last_seen or "")]
-    fields.append(("scope", item.scope))
+        lines += [f"- recurrence: {item.recurrence}", f"- first_seen: {item.first_seen or ''}",
+                  f"- last_seen: {item.last_seen or ''}"]
+    lines.append(f"- scope: {item.scope}")
     if item.always:
-        fields.append(("applies", blocks.ALWAYS))
-    fields += [("provenance", blocks.encode_value(p)) for p in item.provenance]
-    return blocks.render(item.id or "", item.title, fields, item.body)
+        lines.append(f"- applies: {blocks.ALWAYS}")
+    lines += [f"- provenance: {_encoded(p)}" for p in item.provenance]
+    return "\n".join(lines) + "\n\n" + item.body + "\n"
 
 
-def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
-    """The pack's bytes: the same items on the same day always give the same bytes."""
-    files: dict[str, list[str]] = {}
+def _rendered(item: Item) -> tuple[bytes, str]:
+    text = canonical(item).encode("utf-8")
+    return text, hashlib.sha256(text).hexdigest()
+
+
+def _encoded(value: str) -> str:
+    """`blocks.encode_value`, without json for the common value that needs no escape."""
+    return blocks.encode_value(value) if _JSON_SPECIAL.search(value) else '"' + value + '"'
+
+
+def build_pack(skill: str, items: list[Item], day: dt.date,
+               rendered: dict[str, tuple[bytes, str]] | None = None) -> bytes:
+    """The pack's bytes: the same items on the same day always give the same bytes. `rendered`
+    holds the canonical texts and hashes `store_items` made, by id (the rest are made here)."""
+    ordered = sorted(items, key=id_order)
+    files: dict[str, list[bytes]] = {}
     hashes: dict[str, str] = {}
-    names: dict[str, str] = {}
-    for item in sorted(items, key=id_order):
-        text = canonical(item)
-        if item.scope not in names:
-            names[item.scope] = scope_filename(item.scope)
-        files.setdefault(f"{KIND_FOLDER[item.kind]}/{names[item.scope]}", []).append(text)
-        hashes[item.id] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    manifest = render_manifest(skill, items, day, hashes)
-    members = [("pack.toml", manifest.encode("utf-8"))]
-    for rel in sorted(files):
-        text = ""
-        for block in files[rel]:
-            text = blocks.append(text, block)
-        members.append((rel, text.encode("utf-8")))
-    raw = io.BytesIO()
-    with tarfile.open(fileobj=raw, mode="w", format=tarfile.USTAR_FORMAT) as tar:
-        for name, data in members:
-            info = tarfile.TarInfo(name)
-            info.size, info.mtime, info.mode = len(data), 0, 0o644
-            info.uid = info.gid = 0
-            info.uname = info.gname = ""
-            info.type = tarfile.REGTYPE
-            tar.addfile(info, io.BytesIO(data))
+    names: dict[tuple[str, str], str] = {}
+    rendered = rendered or {}
+    for item in ordered:
+        text, digest = rendered.get(item.id) or _rendered(item)
+        rel = names.get((item.kind, item.scope))
+        if rel is None:
+            rel = names[item.kind, item.scope] = f"{KIND_FOLDER[item.kind]}/{scope_filename(item.scope)}"
+        files.setdefault(rel, []).append(text)
+        hashes[item.id] = digest
+    members = [("pack.toml", render_manifest(skill, ordered, day, hashes).encode("utf-8"))]
+    members += [(rel, joined(files[rel])) for rel in sorted(files)]
+    raw = tar_bytes(members)
     out = io.BytesIO()
     # level 6: 5% bigger than 9 at 100,000 entries, and 0.6 s faster; import reads any level
     with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=COMPRESS_LEVEL, mtime=0) as gz:
-        gz.write(raw.getvalue())
+        gz.write(raw)
     return out.getvalue()
 
 
+def joined(texts: list[bytes]) -> bytes:
+    """The blocks (UTF-8) one after another, as `blocks.append` adds them to an empty file: one
+    blank line between two blocks. Joined at once when every block is plain (no CR, no blank line
+    at its end), block by block otherwise."""
+    if all(text.endswith(b"\n") and b"\r" not in text and not text[:-1].rstrip(b" \t").endswith(b"\n")
+           and text.strip() for text in texts):
+        return b"\n".join(texts)
+    out = ""
+    for text in texts:
+        out = blocks.append(out, text.decode("utf-8"))
+    return out.encode("utf-8")
+
+
+def tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
+    """A ustar archive of `members` with fixed metadata (mtime 0, uid/gid 0, no owner names, mode
+    0644), byte for byte what `tarfile` writes for them. The header of a short ASCII name is
+    patched from one `tarfile` made (its name, size and checksum), since `tarfile` takes 40 µs a
+    member; any other name gets `tarfile`'s own header."""
+    template = bytearray(_header("x", 0))
+    out: list[bytes] = []
+    for name, data in members:
+        if len(name) <= 100 and name.isascii():
+            header = bytearray(template)
+            header[0:100] = name.encode("ascii").ljust(100, b"\0")
+            header[124:136] = b"%011o\0" % len(data)
+            header[148:156] = b"        "
+            header[148:156] = b"%06o\0 " % sum(header)
+        else:
+            header = _header(name, len(data))
+        out += [bytes(header), data]
+        if len(data) % tarfile.BLOCKSIZE:
+            out.append(b"\0" * (tarfile.BLOCKSIZE - len(data) % tarfile.BLOCKSIZE))
+    out.append(b"\0" * (2 * tarfile.BLOCKSIZE))
+    size = sum(map(len, out))
+    if size % tarfile.RECORDSIZE:
+        out.append(b"\0" * (tarfile.RECORDSIZE - size % tarfile.RECORDSIZE))
+    return b"".join(out)
+
+
+def _header(name: str, size: int) -> bytes:
+    info = tarfile.TarInfo(name)
+    info.size, info.mtime, info.mode = size, 0, 0o644
+    info.uid = info.gid = 0
+    info.uname = info.gname = ""
+    info.type = tarfile.REGTYPE
+    return info.tobuf(tarfile.USTAR_FORMAT, tarfile.ENCODING, "surrogateescape")
+
+
 def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[str, str]) -> str:
-    """pack.toml, written by hand (tomllib only reads): keys, one array and the [entries] table."""
+    """pack.toml, written by hand (tomllib only reads): keys, one array and the [entries] table
+    (`items` in id order)."""
     scopes = sorted({i.scope for i in items}, key=lambda s: (scope_key(s), s))
+    learnings = sum(i.kind == "learning" for i in items)
     lines = [
         "# A whetstone preference pack. learnings/ and issues/ hold the entries as markdown blocks;",
         "# [entries] holds the sha256 of each entry's canonical text, checked when the pack is imported.",
@@ -167,12 +263,12 @@ def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[st
         f"skill = {toml_string(skill)}",
         f"whetstone_version = {toml_string(__version__)}",
         f"date = {day.isoformat()}",
-        f"learnings = {sum(i.kind == 'learning' for i in items)}",
-        f"issues = {sum(i.kind == 'issue' for i in items)}",
+        f"learnings = {learnings}",
+        f"issues = {len(items) - learnings}",
     ]
     lines += ["scopes = [", *(f"    {toml_string(s)}," for s in scopes), "]"] if scopes else ["scopes = []"]
     lines += ["", "[entries]"]
-    lines += [f"{item.id} = {toml_string(hashes[item.id])}" for item in sorted(items, key=id_order)]
+    lines += [f'{item.id} = "{hashes[item.id]}"' for item in items]  # ids and hex digits: nothing to escape
     return "\n".join(lines) + "\n"
 
 
