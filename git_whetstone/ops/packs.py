@@ -19,7 +19,6 @@ import datetime as dt
 import gzip
 import hashlib
 import io
-import os
 import re
 import tarfile
 import tomllib
@@ -45,6 +44,7 @@ MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index'
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _JSON_SPECIAL = re.compile(r'["\\\x00-\x1f]')  # what json.dumps escapes (ensure_ascii off)
+_BLANK_END = re.compile(r"\n[ \t\r]*\n\Z")
 _TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
@@ -83,70 +83,30 @@ def marker(source: str, item: Item) -> str:
 
 
 
-def store_items(store: Store, rendered: dict[str, tuple[bytes, str]] | None = None) -> tuple[list[Item], list[str]]:
+def store_items(store: Store) -> tuple[list[Item], list[str]]:
     """Every entry of a store as an Item, learnings then issues, each in id order. A file that
     fails validation contributes its last committed version (with a warning), as recall does;
-    an id claimed twice keeps its first copy.
-
-    With `rendered`, each item's canonical text (UTF-8) and its sha256 are put there by id, for
-    `build_pack`; a file's items and texts are then kept by its stamp (size, mtime, inode, as the
-    index keys it), so the next export of the same store in this process reads and renders only
-    the files that changed. Only files read without a warning and unchanged while read are kept."""
+    an id claimed twice keeps its first copy."""
     items: list[Item] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
     files = {kind: [f"{KIND_FOLDER[kind]}/{path.name}" for path in store.scope_files(kind)]
              for kind in ("learning", "issue")}
-    rels = files["learning"] + files["issue"]
-    kept = _PARTS.get(str(store.path), {}) if rendered is not None else {}
-    stamps = _stamps(store, rels) if rendered is not None else {}
-    fresh = {rel: kept[rel] for rel in rels if rel in kept and kept[rel][0] == stamps.get(rel)}
-    read = read_files(store, [rel for rel in rels if rel not in fresh])
-    after = _stamps(store, list(read)) if rendered is not None else {}
-    parts: dict[str, tuple[str, list[Item], list[tuple[bytes, str]]]] = {}
+    read = read_files(store, files["learning"] + files["issue"])
     for kind in ("learning", "issue"):
         for rel in files[kind]:
-            if rel in fresh:
-                part = parts[rel] = fresh[rel]
-                file_items, texts = part[1], part[2]
-            else:
-                entries, warning = read[rel]
-                if warning:
-                    warnings.append(warning)
-                file_items = [Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen,
-                                   e.last_seen, tuple(e.provenance), f"{rel}:{e.line}", e.always) for e in entries]
-                texts = [_rendered(item) for item in file_items] if rendered is not None else []
-                if rendered is not None and not warning and rel in stamps and stamps[rel] == after.get(rel):
-                    parts[rel] = (stamps[rel], file_items, texts)
-            for at, item in enumerate(file_items):
-                if item.id in seen:
-                    warnings.append(f"{item.where}: duplicate id {item.id} (also at {seen[item.id]}); "
-                                    f"this copy is not exported")
+            entries, warning = read[rel]
+            if warning:
+                warnings.append(warning)
+            for e in entries:
+                where = f"{rel}:{e.line}"
+                if e.id in seen:
+                    warnings.append(f"{where}: duplicate id {e.id} (also at {seen[e.id]}); this copy is not exported")
                     continue
-                seen[item.id] = item.where
-                items.append(item)
-                if rendered is not None:
-                    rendered[item.id] = texts[at]
-    if rendered is not None:
-        _PARTS.clear()  # one store's parts at a time: a process exports one store again, rarely many
-        _PARTS[str(store.path)] = parts
+                seen[e.id] = where
+                items.append(Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen,
+                                  e.last_seen, tuple(e.provenance), where, e.always))
     return sorted(items, key=id_order), warnings
-
-
-# The last exported store's scope files, by path: (stamp, items, canonical texts).
-_PARTS: dict[str, dict[str, tuple[str, list[Item], list[tuple[bytes, str]]]]] = {}
-
-
-def _stamps(store: Store, rels: list[str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    root = str(store.path)
-    for rel in rels:
-        try:
-            st = os.stat(f"{root}/{rel}")
-        except OSError:
-            continue
-        out[rel] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
-    return out
 
 
 def id_order(item: Item) -> tuple[int, int]:
@@ -167,34 +127,26 @@ def canonical(item: Item) -> str:
     return "\n".join(lines) + "\n\n" + item.body + "\n"
 
 
-def _rendered(item: Item) -> tuple[bytes, str]:
-    text = canonical(item).encode("utf-8")
-    return text, hashlib.sha256(text).hexdigest()
-
-
 def _encoded(value: str) -> str:
     """`blocks.encode_value`, without json for the common value that needs no escape."""
     return blocks.encode_value(value) if _JSON_SPECIAL.search(value) else '"' + value + '"'
 
 
-def build_pack(skill: str, items: list[Item], day: dt.date,
-               rendered: dict[str, tuple[bytes, str]] | None = None) -> bytes:
-    """The pack's bytes: the same items on the same day always give the same bytes. `rendered`
-    holds the canonical texts and hashes `store_items` made, by id (the rest are made here)."""
+def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
+    """The pack's bytes: the same items on the same day always give the same bytes."""
     ordered = sorted(items, key=id_order)
-    files: dict[str, list[bytes]] = {}
+    files: dict[str, list[str]] = {}
     hashes: dict[str, str] = {}
     names: dict[tuple[str, str], str] = {}
-    rendered = rendered or {}
     for item in ordered:
-        text, digest = rendered.get(item.id) or _rendered(item)
+        text = canonical(item)
         rel = names.get((item.kind, item.scope))
         if rel is None:
             rel = names[item.kind, item.scope] = f"{KIND_FOLDER[item.kind]}/{scope_filename(item.scope)}"
         files.setdefault(rel, []).append(text)
-        hashes[item.id] = digest
+        hashes[item.id] = hashlib.sha256(text.encode("utf-8")).hexdigest()
     members = [("pack.toml", render_manifest(skill, ordered, day, hashes).encode("utf-8"))]
-    members += [(rel, joined(files[rel])) for rel in sorted(files)]
+    members += [(rel, joined(files[rel]).encode("utf-8")) for rel in sorted(files)]
     raw = tar_bytes(members)
     out = io.BytesIO()
     # level 6: 5% bigger than 9 at 100,000 entries, and 0.6 s faster; import reads any level
@@ -203,17 +155,17 @@ def build_pack(skill: str, items: list[Item], day: dt.date,
     return out.getvalue()
 
 
-def joined(texts: list[bytes]) -> bytes:
-    """The blocks (UTF-8) one after another, as `blocks.append` adds them to an empty file: one
-    blank line between two blocks. Joined at once when every block is plain (no CR, no blank line
-    at its end), block by block otherwise."""
-    if all(text.endswith(b"\n") and b"\r" not in text and not text[:-1].rstrip(b" \t").endswith(b"\n")
-           and text.strip() for text in texts):
-        return b"\n".join(texts)
+def joined(texts: list[str]) -> str:
+    """The blocks one after another, as `blocks.append` adds them to an empty file: one blank line
+    between two blocks. Joined at once when every block is plain (no CR, no blank line at its end),
+    block by block otherwise."""
+    if all(text.endswith("\n") and "\r" not in text and not _BLANK_END.search(text) and text.strip()
+           for text in texts):
+        return "\n".join(texts)
     out = ""
     for text in texts:
-        out = blocks.append(out, text.decode("utf-8"))
-    return out.encode("utf-8")
+        out = blocks.append(out, text)
+    return out
 
 
 def tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
@@ -255,7 +207,6 @@ def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[st
     """pack.toml, written by hand (tomllib only reads): keys, one array and the [entries] table
     (`items` in id order)."""
     scopes = sorted({i.scope for i in items}, key=lambda s: (scope_key(s), s))
-    learnings = sum(i.kind == "learning" for i in items)
     lines = [
         "# A whetstone preference pack. learnings/ and issues/ hold the entries as markdown blocks;",
         "# [entries] holds the sha256 of each entry's canonical text, checked when the pack is imported.",
@@ -263,8 +214,8 @@ def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[st
         f"skill = {toml_string(skill)}",
         f"whetstone_version = {toml_string(__version__)}",
         f"date = {day.isoformat()}",
-        f"learnings = {learnings}",
-        f"issues = {len(items) - learnings}",
+        f"learnings = {sum(i.kind == 'learning' for i in items)}",
+        f"issues = {sum(i.kind == 'issue' for i in items)}",
     ]
     lines += ["scopes = [", *(f"    {toml_string(s)}," for s in scopes), "]"] if scopes else ["scopes = []"]
     lines += ["", "[entries]"]

@@ -57,8 +57,7 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
     if isinstance(min_weight, bool) or not isinstance(min_weight, (int, float)) or not 0 <= min_weight <= 1:
         raise WhetstoneError(f"min_weight must be a number from 0 to 1, got {shown(min_weight)}")
     store = ws.store(skill, must_exist=True)
-    rendered: dict[str, tuple[bytes, str]] | None = {} if fmt == "pack" else None
-    items, warnings = store_items(store, rendered)
+    items, warnings = store_items(store)
     day = today()
     result: dict[str, Any] = {"skill": store.skill, "format": fmt, "path": None,
                               "learnings": sum(i.kind == "learning" for i in items),
@@ -66,7 +65,7 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
     if fmt == "pack":
         if output == "-":
             raise WhetstoneError("a pack is binary: give a file name to write it to")
-        data = build_pack(store.skill, items, day, rendered)
+        data = build_pack(store.skill, items, day)
         target = Path(output) if output else Path.cwd() / f"{store.skill}.whetstone.tar.gz"
         _write_output(target, data)
         result.update(path=str(target), bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
