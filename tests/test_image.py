@@ -64,6 +64,10 @@ def _same(a, b) -> None:
     # since the image was written from memory) is what the arrays hold, and what the other load holds
     np.random.default_rng(1).shuffle(rows)  # in any order, as recall asks
     assert np.array_equal(a.vectors_of(rows), a.vectors[rows])
+    # rows asked for sparsely (one read per run) and densely (chunks picked from), a chunk's edge crossed
+    for step in (40, 20, 10, 3):
+        some = np.sort(rows)[1::step]
+        assert np.array_equal(a.vectors_of(some), a.vectors[some]), step
     live = [i for i, (kind, key, _) in enumerate(a.scopes) if a.holders[(kind, key)]]
     theirs = [b.scope_number[a.scopes[i][:2]] for i in live]
     for name in ("phrases", "centroids"):

@@ -37,6 +37,8 @@ READ_NOT_MAPPED = ("vectors", "phrases", "centroids")
 IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
+DENSE, DENSE_MIN = 16, 256  # rows asked for at least one in 16 (and 256 or more): read in chunks
+CHUNK_ROWS = 4_096  # rows per chunk read (4 MB of 256-dimensional float32 rows, freed after)
 
 
 def read(root: Path, identity: str, dim: int) -> Snapshot | None:
@@ -104,8 +106,13 @@ class Rows:
         self.offset, self.count, self.width = offset, count, dim * 4
 
     def read(self, rows: np.ndarray, out: np.ndarray) -> None:
-        """Rows `rows` (ascending, all below `count`) into `out`, one read per run of neighbours."""
+        """Rows `rows` (ascending, all below `count`) into `out`: one read per run of neighbours,
+        or, when they lie dense (a capture's duplicate check in a store of look-alike rules asks
+        for thousands), whole chunks read into a scratch buffer and the rows picked from it."""
         if not len(rows):
+            return
+        if len(rows) >= DENSE_MIN and len(rows) * DENSE >= int(rows[-1]) - int(rows[0]) + 1:
+            self._read_chunks(rows, out)
             return
         breaks = np.flatnonzero(np.diff(rows) != 1) + 1
         starts = np.concatenate(([0], breaks)).tolist()
@@ -116,6 +123,20 @@ class Rows:
             want = (b - a) * self.width
             if os.preadv(self.fd, [view[a * self.width:b * self.width]], self.offset + row * self.width) != want:
                 raise OSError("the snapshot image was cut short")
+
+    def _read_chunks(self, rows: np.ndarray, out: np.ndarray) -> None:
+        chunk = np.empty((CHUNK_ROWS, self.width // 4), np.float32)
+        view = memoryview(chunk).cast("B")
+        at = 0
+        while at < len(rows):
+            start = int(rows[at])
+            stop = min(start + CHUNK_ROWS, self.count)
+            upto = at + int(np.searchsorted(rows[at:], stop))
+            want = (stop - start) * self.width
+            if os.preadv(self.fd, [view[:want]], self.offset + start * self.width) != want:
+                raise OSError("the snapshot image was cut short")
+            out[at:upto] = chunk[rows[at:upto] - start]
+            at = upto
 
     def __del__(self) -> None:
         try:
