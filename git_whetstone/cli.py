@@ -364,15 +364,10 @@ def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json
     from .ops.compact import compact as run_compact, compact_all
     if every == bool(skill):
         raise click.UsageError("give a SKILL or --all")
-    terminal = sys.stderr.isatty()
-    bar = _ProgressBar("compacting", 0) if terminal else None
-    try:
+    with _progress("compacting", 0) as bar:
         result = compact_all(dry_run=dry_run, config=state.config()) if every else \
             run_compact(skill, dry_run=dry_run, config=state.config(), progress=bar,
-                        notice=(lambda line: click.echo(line, err=True)) if terminal else None)
-    finally:
-        if bar is not None:
-            bar.close()
+                        notice=(lambda line: click.echo(line, err=True)) if bar else None)
     emit(state, as_json, result, _show_compact)
 
 
@@ -538,12 +533,8 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
       git whetstone import great-tables AGENTS.md --from agents-md
     """
     from .ops.share import PROGRESS_MIN, import_pack
-    bar = _ProgressBar("importing", PROGRESS_MIN) if sys.stderr.isatty() else None
-    try:
+    with _progress("importing", PROGRESS_MIN) as bar:
         result = import_pack(skill, source, mode, dry_run, fmt, progress=bar, config=state.config())
-    finally:
-        if bar is not None:
-            bar.close()
 
     def human(r: dict[str, Any]) -> None:
         c = r["counts"]
@@ -565,10 +556,16 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
 INDEX_PROGRESS_MIN = 2_000  # scope files a build reads before a terminal gets a progress bar
 
 
-@contextlib.contextmanager
 def _indexing():
-    """A progress callback for a build of the index on a terminal (None elsewhere: a pipe, a file)."""
-    bar = _ProgressBar("indexing scope files", INDEX_PROGRESS_MIN) if sys.stderr.isatty() else None
+    """A progress callback for a build of the index on a terminal (None elsewhere)."""
+    return _progress("indexing scope files", INDEX_PROGRESS_MIN)
+
+
+@contextlib.contextmanager
+def _progress(label: str, least: int):
+    """A progress bar for a job of more than `least` steps when stderr is a terminal (None
+    elsewhere: a pipe, a file), closed when the job ends."""
+    bar = _ProgressBar(label, least) if sys.stderr.isatty() else None
     try:
         yield bar
     finally:
