@@ -165,3 +165,26 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     fast = compact_op._apply(store, snap, plan, entries)
     slow = compact_op._apply(store, snap, plan, entries, parse_every_file=True)
     assert fast == slow
+
+
+def test_a_big_compact_says_how_long_it_will_take_and_reports_its_progress(store_root, monkeypatch):
+    """From ESTIMATE_FROM entries, `notice` gets one line with an estimate before the work (the
+    default pace, then the pace this store's last run took), and `progress` counts scopes up to
+    all of them; a smaller store gets no notice."""
+    _, config, built = bench_store(monkeypatch, "big", 600, 4)
+    said, steps = [], []
+    compact_op.compact("big", dry_run=True, config=config, notice=said.append,
+                       progress=lambda done, total: steps.append((done, total)))
+    assert said == [] and steps and steps[-1][0] == steps[-1][1]  # under the estimate's floor
+    monkeypatch.setattr(compact_op, "ESTIMATE_FROM", 100)
+    said, steps = [], []
+    compact_op.compact("big", dry_run=True, config=config, notice=said.append,
+                       progress=lambda done, total: steps.append((done, total)))
+    assert len(said) == 1 and said[0].startswith("planning a compaction of 600 entries in ") and said[0].endswith(" s")
+    assert [d for d, _ in steps] == sorted(d for d, _ in steps) and steps[-1][0] == steps[-1][1] > 0
+    pace = json.loads((built.path / ".git" / compact_op.RATE).read_text())
+    assert pace["dry"] > 0  # the run's own pace, kept for the next estimate
+    (built.path / ".git" / compact_op.RATE).write_text(json.dumps({"dry": 10_000.0}))
+    said = []
+    compact_op.compact("big", dry_run=True, config=config, notice=said.append)
+    assert said[0].endswith("about 6000 s")  # 10,000 s per 1,000 entries × 600 entries
