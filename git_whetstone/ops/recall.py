@@ -50,6 +50,8 @@ NEAR_DUPLICATE = 0.9  # cosine at which a candidate only repeats a learning alre
 OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
 NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted in omitted)
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
+PILOT_SCOPES = 4  # per clause: the likeliest scopes, whose rows are scanned first to learn a floor (big stores)
+PRUNE_SHARE = 0.4  # scan only the rows that floor lets matter when they are fewer than this share of all
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
@@ -167,34 +169,81 @@ def _row_max(scores: np.ndarray) -> np.ndarray:
     return best
 
 
-def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float) -> np.ndarray:
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float,
+               prune: bool = True) -> np.ndarray:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
     (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
     can reach that clause's floor). Rows that surely clear their cutoff give each clause a best it
     cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
     three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
-    may be the fallback: every possible hit is kept, and the issues that could be the nearest."""
-    approx, slack = snap.approximate(queries, SCOPE_SHARE)  # clauses × rows, and each row's bound
+    may be the fallback: every possible hit is kept, and the issues that could be the nearest.
+    With `prune`, only the rows of the scopes that can reach such a floor are scanned at all
+    (`_worth_scanning`); without, every row is (the reference the tests hold the pruning to)."""
+    scanning = snap.scan(queries, SCOPE_SHARE)
+    return _chosen(snap, scanning, _worth_scanning(snap, scanning, cutoff, band) if prune else None, cutoff, band)
+
+
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float) -> np.ndarray:
+    """`candidates` among `rows` (None: every row), the rows no other row can matter beside."""
+    approx, slack = scanning.scores(rows)  # clauses × rows, and each row's bound
+    cut = cutoff if rows is None else cutoff[rows]
     top = approx.max(axis=0)
-    maybe = top + slack >= cutoff
-    sure = top - slack >= cutoff
+    maybe = top + slack >= cut
+    sure = top - slack >= cut
     if sure.any():
-        low = np.empty(len(approx), np.float32)  # each clause's best is at least this
-        sure_low = np.empty_like(slack)
-        for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
-            np.subtract(approx[j], slack, out=sure_low)
-            low[j] = np.max(sure_low, where=sure, initial=-np.inf)
-        floor = np.maximum(low - band, low.max() - 3 * band)
+        floor = _floor_under(approx, slack, sure, band)
         reach = approx[0] + slack
         near = reach >= floor[0]
         for j in range(1, len(floor)):
             np.add(approx[j], slack, out=reach)
             near |= reach >= floor[j]
-        return np.flatnonzero(maybe & near)
+        found = np.flatnonzero(maybe & near)
+        return found if rows is None else rows[found]
+    if rows is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
+        return _chosen(snap, scanning, None, cutoff, band)
     issue = np.isfinite(cutoff) & ~snap.is_learning
     nearest = np.max(top - slack, where=issue, initial=-np.inf)
     return np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+
+
+def _floor_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray, band: float) -> np.ndarray:
+    """Per clause, a floor `_rank` cannot set lower, from the rows `sure` to be hits: each
+    clause's best is at least their lowest possible score on it."""
+    low = np.empty(len(approx), np.float32)
+    sure_low = np.empty_like(slack)
+    for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
+        np.subtract(approx[j], slack, out=sure_low)
+        low[j] = np.max(sure_low, where=sure, initial=-np.inf)
+    return np.maximum(low - band, low.max() - 3 * band)
+
+
+def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -> np.ndarray | None:
+    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
+    The rows of the PILOT_SCOPES likeliest scopes of each clause are scored first; those sure to
+    be hits set a floor under `_rank`'s (`_floor_under`). A row of a scope whose bound
+    (`scope_bound`: the scope's likeness with the best text any row could have) stays under that
+    floor on every clause can be neither near nor any clause's best: it is not scanned. Pruning
+    that would keep most rows is not worth its gathering: every row is scanned then."""
+    if len(snap.scopes) <= PILOT_SCOPES:
+        return None
+    bound = scanning.scope_bound()  # clauses × scopes
+    scoped = np.isfinite(cutoff)
+    pilot = np.zeros(len(snap.scopes), bool)
+    pilot[np.argpartition(-bound, PILOT_SCOPES, axis=1)[:, :PILOT_SCOPES]] = True
+    rows = np.flatnonzero(pilot[snap.scope_of] & scoped)
+    if not len(rows):
+        return None
+    approx, slack = scanning.scores(rows)
+    sure = approx.max(axis=0) - slack >= cutoff[rows]
+    if not sure.any():
+        return None
+    floor = _floor_under(approx, slack, sure, band)
+    keep = bound[0] >= floor[0]
+    for j in range(1, len(floor)):
+        keep |= bound[j] >= floor[j]
+    rows = np.flatnonzero(keep[snap.scope_of] & scoped)
+    return rows if len(rows) < PRUNE_SHARE * snap.size else None
 
 
 class Layer:
