@@ -100,8 +100,8 @@ def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, m
 
 def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> None:
     """The rows the scan skips (`recall._worth_scanning`) are, by the exhaustive float32 scores,
-    under the floor `_rank` sets on every clause (so neither near nor any clause's best), and
-    recall skipped rows for a good share of the intents."""
+    under the floor `_rank` sets on every clause (so neither near nor any clause's best); recall
+    skipped rows, and left rows to their bounds (`Layer.loose`), for a good share of the intents."""
     freshness.LIVE.clear()
     cfg = dataclasses.replace(config, vector_scan="numpy")
     ws = recall_op.Workspace.of(cfg)
@@ -110,10 +110,13 @@ def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> Non
     scoped = snap.alive & ~snap.always
     cutoff = np.where(snap.is_learning, cfg.threshold("learning_cutoff"), cfg.threshold("issue_cutoff"))
     cutoff[~scoped] = np.inf
-    pruned = 0
+    pruned = bounded = 0
     for intent in intents:
         queries = ws.embedder.embed(recall_op.clauses(intent))
         exact = recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY, cfg)  # every row in float32
+        # and rows surely hits, but surely no clause's best, were left to their bounds at first
+        bounded += bool(recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY,
+                                        dataclasses.replace(cfg, vector_scan="int8")).loose.any())
         best = exact.best()
         floor = np.maximum(best - band, best.max() - 3 * band)  # before _rank raises weak clauses' floors
         rows = recall_op._worth_scanning(snap, snap.scan(queries, recall_op.SCOPE_SHARE), cutoff, band)
@@ -124,7 +127,7 @@ def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> Non
         skipped[rows] = False
         skipped &= scoped
         assert skipped.any() and (exact.per_clause[skipped] < floor).all(), intent
-    assert pruned >= len(intents) // 2, pruned
+    assert pruned >= len(intents) // 2 and bounded >= len(intents) // 2, (pruned, bounded)
 
 
 def test_a_subset_of_rows_scores_what_the_pass_over_every_row_gives(monkeypatch):

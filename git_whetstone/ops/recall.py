@@ -169,8 +169,22 @@ def _row_max(scores: np.ndarray) -> np.ndarray:
     return best
 
 
+@dataclass
+class Found:
+    """What the scan found (`candidates`): the rows whose exact scores could change recall's answer,
+    ascending; which of them must be scored exactly before anything is decided (`exact`): the
+    rows that may or may not be hits, and those that could be some clause's best match; and,
+    for the others (surely hits), their approximate scores (clauses × rows) and bounds, good
+    enough to tell most of them near or not and out of the first ranks or not (`Layer.settle`)."""
+
+    rows: np.ndarray
+    exact: np.ndarray
+    approx: np.ndarray
+    slack: np.ndarray
+
+
 def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float,
-               prune: bool = True) -> np.ndarray:
+               prune: bool = True) -> Found:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
     (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
@@ -184,7 +198,7 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: fl
     return _chosen(snap, scanning, _worth_scanning(snap, scanning, cutoff, band) if prune else None, cutoff, band)
 
 
-def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float) -> np.ndarray:
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float) -> Found:
     """`candidates` among `rows` (None: every row), the rows no other row can matter beside."""
     approx, slack = scanning.scores(rows)  # clauses × rows, and each row's bound
     cut = cutoff if rows is None else cutoff[rows]
@@ -192,29 +206,41 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarra
     maybe = top + slack >= cut
     sure = top - slack >= cut
     if sure.any():
-        floor = _floor_under(approx, slack, sure, band)
+        low = _best_under(approx, slack, sure)
+        floor = np.maximum(low - band, low.max() - 3 * band)
         reach = approx[0] + slack
         near = reach >= floor[0]
+        best = reach >= low[0]  # could be the clause's best match
         for j in range(1, len(floor)):
             np.add(approx[j], slack, out=reach)
             near |= reach >= floor[j]
+            best |= reach >= low[j]
         found = np.flatnonzero(maybe & near)
-        return found if rows is None else rows[found]
+        exact = ~sure[found] | best[found]
+        return Found(found if rows is None else rows[found], exact, approx[:, found], slack[found])
     if rows is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
         return _chosen(snap, scanning, None, cutoff, band)
     issue = np.isfinite(cutoff) & ~snap.is_learning
     nearest = np.max(top - slack, where=issue, initial=-np.inf)
-    return np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+    found = np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+    return Found(found, np.ones(len(found), bool), approx[:, :0], slack[:0])  # the fallback may come: all exact, no bounds
 
 
-def _floor_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray, band: float) -> np.ndarray:
-    """Per clause, a floor `_rank` cannot set lower, from the rows `sure` to be hits: each
-    clause's best is at least their lowest possible score on it."""
+def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.ndarray:
+    """Per clause, a score its best match cannot fall below: the rows `sure` to be hits score at
+    least this much (their approximate score less their bound)."""
     low = np.empty(len(approx), np.float32)
     sure_low = np.empty_like(slack)
     for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
         np.subtract(approx[j], slack, out=sure_low)
         low[j] = np.max(sure_low, where=sure, initial=-np.inf)
+    return low
+
+
+def _floor_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray, band: float) -> np.ndarray:
+    """Per clause, a floor `_rank` cannot set lower, from the rows `sure` to be hits: each
+    clause's best less a band, and never more than three bands under the best of all."""
+    low = _best_under(approx, slack, sure)
     return np.maximum(low - band, low.max() - 3 * band)
 
 
@@ -251,7 +277,10 @@ class Layer:
 
     In a big store only the rows that could be returned are scored exactly (`candidates`): the
     arrays over rows hold their scores and nothing for the rest (relevance -inf, never a hit), and
-    `per_clause` has one line per candidate (`rows`)."""
+    `per_clause` has one line per row scored exactly (`rows`). Rows surely hits that cannot be a
+    clause's best match are first only bounded (`loose`: `relevance` holds the most, `relevance_low`
+    the least they can score) and scored exactly when a decision needs it (`settle`): when their
+    bounds straddle a clause's floor, or they could rank among the first few."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config, named: list[str] = ()) -> None:
@@ -267,25 +296,23 @@ class Layer:
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
         cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
         cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
+        self.loose = np.zeros(snap.size, bool)
+        self.loose_rows = np.zeros(0, np.intp)
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
             # (always-on and named: ordered by their exact relevance)
+            found = candidates(snap, queries, cutoff, config.threshold("band"))
             chosen = np.zeros(snap.size, bool)
-            chosen[candidates(snap, queries, cutoff, config.threshold("band"))] = True
+            chosen[found.rows[found.exact]] = True
             self.rows = np.flatnonzero(chosen | self.always | self.named)
-            # candidates × clauses: how close each is to each part of the intent, in float32
-            at = snap.scope_of[self.rows]
-            scopes = np.zeros(len(snap.scopes), bool)
-            scopes[at] = True
-            scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
-            place = np.empty(len(snap.scopes), np.intp)
-            place[scopes] = np.arange(len(scopes))
-            scope_level = np.maximum(snap.scope_vectors_of("centroids", scopes) @ queries.T,
-                                     snap.scope_vectors_of("phrases", scopes) @ queries.T)
-            self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
-                               + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
+            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
             self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
+            if not found.exact.all():
+                loose = ~found.exact & ~chosen[found.rows]
+                self.loose_rows = found.rows[loose]
+                self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
+                self.loose[self.loose_rows] = True
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
@@ -294,8 +321,39 @@ class Layer:
         relevance = _row_max(self.per_clause)
         self.relevance = np.full(snap.size, -np.inf, relevance.dtype)
         self.relevance[self.rows] = relevance
+        self.relevance_low = self.relevance.copy()
+        if len(self.loose_rows):
+            top = self.loose_approx.max(axis=0)
+            self.relevance[self.loose_rows] = top + self.loose_slack
+            self.relevance_low[self.loose_rows] = top - self.loose_slack
         self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+
+    def _exact(self, rows: np.ndarray) -> np.ndarray:
+        """Rows × clauses: how close each of `rows` is to each part of the intent, in float32."""
+        snap, queries = self.snap, self.queries
+        at = snap.scope_of[rows]
+        scopes = np.zeros(len(snap.scopes), bool)
+        scopes[at] = True
+        scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
+        place = np.empty(len(snap.scopes), np.intp)
+        place[scopes] = np.arange(len(scopes))
+        scope_level = np.maximum(snap.scope_vectors_of("centroids", scopes) @ queries.T,
+                                 snap.scope_vectors_of("phrases", scopes) @ queries.T)
+        return SCOPE_SHARE * scope_level[place[at]] + (1 - SCOPE_SHARE) * (snap.vectors_of(rows) @ queries.T)
+
+    def settle(self, rows: np.ndarray) -> np.ndarray:
+        """Score the loose ones of `rows` exactly (they join `rows` and `per_clause`); returns
+        those rows, and leaves their exact relevance in `relevance` and `relevance_low`."""
+        rows = np.asarray(rows, np.intp)
+        rows = rows[self.loose[rows]]
+        if len(rows):
+            per_clause = self._exact(rows)
+            self.rows = np.concatenate([self.rows, rows])
+            self.per_clause = np.concatenate([self.per_clause, per_clause])
+            self.relevance[rows] = self.relevance_low[rows] = _row_max(per_clause)
+            self.loose[rows] = False
+        return rows
 
     def weight_of(self, rows) -> np.ndarray:
         """The weight of each of `rows` today (0 for an issue): computed for the few rows a
@@ -315,12 +373,26 @@ class Layer:
     def keep_near(self, floor: np.ndarray) -> None:
         """Only entries within the band of the best match for some clause stay hits: each part of
         a many-sided intent brings its own best matches, not just the part that matched best.
-        Entries of the scopes the caller named are returned on their own, after these."""
+        Entries of the scopes the caller named are returned on their own, after these. A loose
+        row whose bounds leave it unclear is scored exactly first."""
+        if len(self.loose_rows):
+            approx, slack = self.loose_approx, self.loose_slack
+            surely = approx[0] - slack >= floor[0]
+            maybe = approx[0] + slack >= floor[0]
+            for j in range(1, len(floor)):
+                surely |= approx[j] - slack >= floor[j]
+                maybe |= approx[j] + slack >= floor[j]
+            still = self.loose[self.loose_rows]
+            self.settle(self.loose_rows[maybe & ~surely & still])
+            far = self.loose_rows[~maybe & still]
         near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
         kept = np.zeros(self.snap.size, bool)
+        kept[self.loose] = True  # surely near: the loose rows left
         kept[self.rows] = near
+        if len(self.loose_rows):
+            kept[far] = False
         self.learn_hit &= kept & ~self.named
         self.issue_hit &= kept & ~self.named
 
@@ -415,6 +487,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
 
     if learn.refs:
+        _settle(learn, MMR_POOL, weighted=True)
         value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
         chosen = [learn.refs[i] for i in _mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k)]
         ranked.omitted["learnings"] += len(learn.refs) - len(chosen)
@@ -423,6 +496,8 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     if not learn.refs and not issue.refs and not always and not named.refs:
         # nothing matched and no rule holds for every task: the single nearest issue (or the
         # strongest learning), flagged, so a vague intent is not met with nothing at all
+        for layer in layers:
+            layer.settle(layer.loose_rows)
         issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
         if issues_left.refs:
             li, row = issues_left.refs[issues_left.order(issues_left.column("relevance"), 1)[0]]
@@ -431,6 +506,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
             strongest = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
             chosen = [strongest.refs[i] for i in strongest.order(strongest.column("weight"), 1)]
         ranked.fallback = bool(issue.refs or chosen)
+    _settle(issue, config.issues_k, weighted=False)
     order = issue.order(issue.column("relevance"), config.issues_k)
     ranked.omitted["issues"] += max(0, len(issue.refs) - config.issues_k)
     issues = [issue.refs[i] for i in order]
@@ -458,6 +534,24 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     ranked.conflicts = _conflicts(layers, [*kept, *matched], config)
     ranked.other_scopes = _other_scopes(layers, matched)  # an always-on entry says nothing of its scope's others
     return ranked
+
+
+def _settle(pool: Pool, limit: int, weighted: bool) -> None:
+    """Score exactly the loose rows of `pool` that could be among its first `limit` (by relevance,
+    times the weight's factor when `weighted`, as `_rank` orders it): at least `limit` rows surely
+    score as much as the limit-th best lower bound, so a row whose upper bound stays under it
+    cannot be among them, and the upper bound it keeps sorts it below every row that can."""
+    loose = pool._gather(lambda layer: layer.loose)
+    if not loose.any():
+        return
+    high, low = pool.column("relevance"), pool.column("relevance_low")
+    if weighted:
+        factor = 0.5 + 0.5 * pool.column("weight")
+        high, low = high * factor, low * factor
+    cut = np.partition(low, len(low) - limit)[len(low) - limit] if len(low) > limit else -np.inf
+    unclear = loose & (high >= cut)
+    for i, layer in enumerate(pool.layers):
+        layer.settle(pool.row[unclear & (pool.layer == i)])
 
 
 def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[str, int]:
