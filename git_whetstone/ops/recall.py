@@ -298,11 +298,14 @@ class Layer:
         cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
+        self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
+        self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
             # (always-on and named: ordered by their exact relevance)
             found = candidates(snap, queries, cutoff, config.threshold("band"))
+            self._held_at = np.full(snap.size, -1, np.intp)
             chosen = np.zeros(snap.size, bool)
             chosen[found.rows[found.exact]] = True
             self.rows = np.flatnonzero(chosen | self.always | self.named)
@@ -330,17 +333,46 @@ class Layer:
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
 
     def _exact(self, rows: np.ndarray) -> np.ndarray:
-        """Rows × clauses: how close each of `rows` is to each part of the intent, in float32."""
-        snap, queries = self.snap, self.queries
-        at = snap.scope_of[rows]
-        scopes = np.zeros(len(snap.scopes), bool)
-        scopes[at] = True
-        scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
-        place = np.empty(len(snap.scopes), np.intp)
-        place[scopes] = np.arange(len(scopes))
-        scope_level = np.maximum(snap.scope_vectors_of("centroids", scopes) @ queries.T,
-                                 snap.scope_vectors_of("phrases", scopes) @ queries.T)
-        return SCOPE_SHARE * scope_level[place[at]] + (1 - SCOPE_SHARE) * (snap.vectors_of(rows) @ queries.T)
+        """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
+        The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
+        vectors = self.snap.vectors_of(rows)
+        self._held_at[rows] = np.arange(len(rows)) + len(self._held)
+        self._held = np.concatenate([self._held, vectors]) if len(self._held) else vectors
+        return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
+                + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
+
+    def scope_levels(self, scopes: np.ndarray) -> np.ndarray:
+        """Scopes × clauses: the closer of each scope's phrase and centroid to each clause, in
+        float32, read once per recall for each scope (`scope_vectors_of`)."""
+        snap = self.snap
+        if self._level_at is None:
+            self._level_at = np.full(len(snap.scopes), -1, np.intp)
+            self._levels = np.zeros((0, len(self.queries)), np.float32)
+        new = np.zeros(len(snap.scopes), bool)
+        new[scopes] = True
+        new[self._level_at >= 0] = False
+        new = np.flatnonzero(new)  # each scope not yet read, once (np.unique would import numpy.ma)
+        if len(new):
+            level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
+                               snap.scope_vectors_of("phrases", new) @ self.queries.T)
+            self._level_at[new] = np.arange(len(new)) + len(self._levels)
+            self._levels = np.concatenate([self._levels, level])
+        return self._levels[self._level_at[scopes]]
+
+    def vectors_of(self, rows) -> np.ndarray:
+        """`snap.vectors_of(rows)`, from what scoring them read when it did (MMR and the
+        conflicts ask for rows scored exactly: no second read from the image)."""
+        rows = np.asarray(rows, np.intp)
+        if not len(self._held):
+            return self.snap.vectors_of(rows)
+        at = self._held_at[rows]
+        held = at >= 0
+        if held.all():
+            return self._held[at]
+        out = np.empty((len(rows), self.snap.dim), np.float32)
+        out[held] = self._held[at[held]]
+        out[~held] = self.snap.vectors_of(rows[~held])
+        return out
 
     def settle(self, rows: np.ndarray) -> np.ndarray:
         """Score the loose ones of `rows` exactly (they join `rows` and `per_clause`); returns
@@ -415,7 +447,7 @@ class Pool:
     @property
     def vectors(self) -> np.ndarray:
         if self._vectors is None:
-            self._vectors = np.concatenate([layer.snap.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
+            self._vectors = np.concatenate([layer.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
         return self._vectors
 
     def vectors_at(self, at: np.ndarray) -> np.ndarray:
@@ -423,7 +455,7 @@ class Pool:
         out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
         for i, layer in enumerate(self.layers):
             mine = self.layer[at] == i
-            out[mine] = layer.snap.vectors_of(self.row[at][mine])
+            out[mine] = layer.vectors_of(self.row[at][mine])
         return out
 
     def _gather(self, get) -> np.ndarray:
@@ -572,8 +604,7 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         take = OTHER_SCOPES * 2 + len(used) + 16
         if len(have) > take:
             have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
-        exact = np.maximum(snap.scope_vectors_of("centroids", have) @ layer.queries.T,
-                           snap.scope_vectors_of("phrases", have) @ layer.queries.T).max(axis=1)
+        exact = layer.scope_levels(have).max(axis=1)
         for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
             seen = nearest.get(key)
@@ -656,7 +687,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     for li, layer in enumerate(layers):  # one read per layer, not per entry
         at = [i for i, (l, _) in enumerate(refs) if l == li]
         if at:
-            vecs[at] = layer.snap.vectors_of([refs[i][1] for i in at])
+            vecs[at] = layer.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
     entries = [layers[li].snap.entries[row] for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or
