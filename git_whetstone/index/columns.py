@@ -309,7 +309,8 @@ class Pass:
                 if j - done > len(gathered):
                     self._score(gathered[:i - done], rows[done:i], out[:, done:i])
                     done = i
-                np.take(cols._codes, rows[i:j], axis=0, out=gathered[i - done:j - done])
+                # mode clip: the rows are valid, and numpy's default copies `out` once more
+                np.take(cols._codes, rows[i:j], axis=0, out=gathered[i - done:j - done], mode="clip")
                 if cols.release_codes is not None:
                     cols.release_codes(cols._codes, a, min(a + SCAN_BLOCK, size))
             if n > done:

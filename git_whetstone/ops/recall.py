@@ -51,7 +51,7 @@ OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
 NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted in omitted)
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 PILOT_SCOPES = 4  # per clause: the likeliest scopes, whose rows are scanned first to learn a floor (big stores)
-PRUNE_SHARE = 0.4  # scan only the rows that floor lets matter when they are fewer than this share of all
+PRUNE_SHARE = 0.5  # scan only the rows that floor lets matter when they are fewer than this share of all
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
