@@ -114,9 +114,14 @@ def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> Non
     for intent in intents:
         queries = ws.embedder.embed(recall_op.clauses(intent))
         exact = recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY, cfg)  # every row in float32
-        # and rows surely hits, but surely no clause's best, were left to their bounds at first
-        bounded += bool(recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY,
-                                        dataclasses.replace(cfg, vector_scan="int8")).loose.any())
+        # and rows surely hits, but surely no clause's best, were left to their bounds at first;
+        # the rows scored exactly (a named scope's among them) have their exact relevance
+        named = [snap.scopes[int(snap.scope_of[int(np.argmax(exact.relevance))])][2]]
+        compact = recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY,
+                                  dataclasses.replace(cfg, vector_scan="int8"), named)
+        bounded += bool(compact.loose.any())
+        assert not compact.loose[compact.rows].any() and compact.named.any()
+        assert np.allclose(compact.relevance[compact.rows], exact.relevance[compact.rows], rtol=0, atol=1e-6)
         best = exact.best()
         floor = np.maximum(best - band, best.max() - 3 * band)  # before _rank raises weak clauses' floors
         rows = recall_op._worth_scanning(snap, snap.scan(queries, recall_op.SCOPE_SHARE), cutoff, band)

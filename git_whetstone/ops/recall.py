@@ -312,7 +312,7 @@ class Layer:
             self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
             self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
             if not found.exact.all():
-                loose = ~found.exact & ~chosen[found.rows]
+                loose = ~found.exact & ~(self.named | self.always)[found.rows]  # those are scored exactly
                 self.loose_rows = found.rows[loose]
                 self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
                 self.loose[self.loose_rows] = True
