@@ -11,14 +11,18 @@ from __future__ import annotations
 
 import os
 import sqlite3
+from typing import TYPE_CHECKING
 
 from ..format.layout import KIND_FOLDER
 from ..semantics.embed import Embedder
 from ..store.store import Store
-from . import build, cache, image
+from . import cache, image
 from .reading import read_file
 from .records import PARSED_FILES, Entry
 from .snapshot import Snapshot
+
+if TYPE_CHECKING:
+    from . import build
 
 # The snapshots this process keeps, by (store path, backend identity).
 LIVE: dict[tuple[str, str], Snapshot] = {}
@@ -167,8 +171,9 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         else:
             candidates = sorted(hint | (snap.warned if head_moved else set()))
             gone = [p for p in hint if p in snap.files]
+        files = snap.files  # asked for stamps and warnings only: a mapped snapshot makes no file's rows for them
         changed = sorted(p for p in candidates if p in stamps and (
-            p not in snap.files or snap.files[p].stamp != stamps[p] or (head_moved and snap.files[p].warning)))
+            p not in files or files.stamp(p) != stamps[p] or (head_moved and files.warning(p))))
         removed = [p for p in gone if p not in stamps]
         if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
@@ -184,6 +189,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         if changed:
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
+            from . import build  # here: a process that finds nothing changed (a CLI recall) never loads it
             many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
             start, files, rows_read = snap.size, 0, 0
             for batch in build.files(store, embedder, db, changed, stamps, progress):
