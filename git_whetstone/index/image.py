@@ -185,7 +185,7 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     names = {(kind, key, display): i for i, (kind, key, display) in enumerate(snap.scopes)}
     column_rows = np.zeros((COLUMNS, snap.size), np.int64)
     at = raw_at = 0
-    for number, (path, rows) in enumerate(snap.files.items()):
+    for number, (path, rows) in enumerate(snap.files.each()):
         column_rows[:, rows.start:rows.start + rows.n] = rows.columns
         raw = rows.text()
         s = len(rows.scopes)

@@ -122,6 +122,16 @@ class Files(MutableMapping):
     def __len__(self) -> int:
         return len(self._number) - len(self._gone) + len(self._extra)
 
+    def each(self) -> Iterator[tuple[str, FileRows]]:
+        """`items()`, the rows of a file not made yet made for the caller alone (`image.write`
+        reads every file once: a mapped snapshot keeps none of them for it)."""
+        if self.table:
+            gone, made = self._gone, self._made
+            for number, path in enumerate(self.table.paths):
+                if number not in gone:
+                    yield path, made[number] if number in made else self.table.rows(number)
+        yield from list(self._extra.items())
+
     def stamp(self, path: str) -> str:
         """`self[path].stamp`, without making the file's rows."""
         number = -1 if path in self._extra else self._find(path)
