@@ -239,7 +239,13 @@ def test_a_mapped_snapshot_makes_each_file_as_the_load_from_the_index_does(big, 
     assert len(made_by_recall) < len(table.paths) // 10
     assert mapped.files.keys() == loaded.files.keys()
     for rel, rows in loaded.files.items():
-        assert (mapped.files.stamp(rel), mapped.files.warning(rel)) == (rows.stamp, rows.warning), rel
+        assert mapped.files.warning(rel) == rows.warning, rel
+    stamps = {rel: rows.stamp for rel, rows in loaded.files.items()}
+    assert mapped.files.outdated(stamps, stamps, False) == []
+    assert mapped.files.outdated(stamps, stamps, True) == [rel for rel in stamps if loaded.files[rel].warning]
+    some = sorted(stamps)[::7]
+    assert mapped.files.outdated({**stamps, **{rel: "0:0:0" for rel in some}}, stamps, False) == some
+    assert mapped.files.outdated({**stamps, "learnings/new.md": "1:1:1"}, ["learnings/new.md"], False) == ["learnings/new.md"]
     assert mapped.top == loaded.top and mapped.warnings == loaded.warnings and mapped.warned == loaded.warned
     assert set(mapped.files._made) == made_by_recall  # nothing above made a file's rows
     owners = [mapped.owner[row] for row in range(mapped.size)]
@@ -256,3 +262,8 @@ def test_a_mapped_snapshot_makes_each_file_as_the_load_from_the_index_does(big, 
         assert list(mapped.holders[(kind, key)]) == held, (kind, key)
         assert set(held) == set(loaded.holders.get((kind, key), {})), (kind, key)  # (a scope emptied: no holder)
     _same(mapped, loaded)
+    gone = sorted(stamps)[3]  # a file removed from the table is read again when it comes back
+    start = mapped.files[gone].start
+    mapped.remove_file(gone)
+    assert gone not in mapped.files and len(mapped.files) == len(stamps) - 1
+    assert mapped.files.outdated(stamps, stamps, False) == [gone] and mapped.owner[start] is None

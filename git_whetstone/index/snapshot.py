@@ -7,7 +7,7 @@ rows are the live copy of each id, which files hold each scope, and what to warn
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from typing import NamedTuple
 
 import numpy as np
@@ -132,10 +132,27 @@ class Files(MutableMapping):
                     yield path, made[number] if number in made else self.table.rows(number)
         yield from list(self._extra.items())
 
-    def stamp(self, path: str) -> str:
-        """`self[path].stamp`, without making the file's rows."""
-        number = -1 if path in self._extra else self._find(path)
-        return self[path].stamp if number < 0 or number in self._made else self.table.stamps[number]
+    def outdated(self, stamps: dict[str, str], paths: Iterable[str], warned: bool) -> list[str]:
+        """The paths among `paths` (all in `stamps`) not held, or held with another stamp (or,
+        `warned`, with a warning): what a refresh reads again. One loop, no file's rows made."""
+        number, gone, made, extra = self._number, self._gone, self._made, self._extra
+        table_stamps, warnings = (self.table.stamps, self.table.warnings) if self.table else ([], {})
+        out = []
+        for path in paths:
+            rows = extra.get(path)
+            if rows is None:
+                at = number.get(path, -1)
+                if at < 0 or at in gone:
+                    out.append(path)
+                    continue
+                rows = made.get(at)
+                if rows is None:
+                    if table_stamps[at] != stamps[path] or (warned and at in warnings):
+                        out.append(path)
+                    continue
+            if rows.stamp != stamps[path] or (warned and rows.warning):
+                out.append(path)
+        return out
 
     def warning(self, path: str) -> str | None:
         """`self[path].warning`, without making the file's rows."""
