@@ -160,13 +160,14 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
             return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
     raw = memoryview(mapped)[header["raw_base"]:]
-    # one tuple per scope name, shared by the snapshot and every file that names a scope so
-    kinds = {"learning": "learning", "issue": "issue"}
-    names = [(kinds.get(kind, kind), key, display) for kind, key, display in header["names"]]
+    # the strings as NUL-joined columns: split in a few milliseconds where JSON lists of 30,000
+    # strings took tens; one tuple per scope name, shared by the snapshot and every file naming it
+    numbers, count = arrays["file_numbers"], len(arrays["name_kind"])
+    paths, stamps = _split(header["paths"], len(numbers)), _split(header["stamps"], len(numbers))
+    names = list(zip(map(header["kinds"].__getitem__, arrays["name_kind"].tolist()), _split(header["name_keys"], count),
+                     _split(header["name_displays"], count)))
     scope_list = names[:header["scopes"]]
-    paths, stamps = header["paths"], header["stamps"]
-    numbers = arrays["file_numbers"]
-    if not len(paths) == len(stamps) == len(numbers):
+    if not len(paths) == len(stamps) == len(numbers) or len(names) != count:
         return None, {}
     table = FileTable(paths, stamps, {number: warning for number, warning in header["warnings"]}, names, numbers,
                       arrays["file_scope_number"], arrays["file_scope_name"], arrays["sums"], arrays["file_phrases"],
@@ -175,6 +176,10 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
     snap.restore(arrays, header["size"], scope_list, table, header["dead"], header["duplicates"],
                  header["scope_residual"])
     return snap, header["arrays"]
+
+
+def _split(text: str, count: int) -> list[str]:
+    return text.split("\0") if count else []
 
 
 def write(root: Path, identity: str, snap: Snapshot) -> None:
@@ -209,8 +214,16 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     arrays["file_numbers"] = np.array(numbers, np.int64).reshape(len(numbers), 8)
     arrays["file_scope_number"] = np.array(scope_number, np.int32)
     arrays["file_scope_name"] = np.array(scope_name, np.int32)
+    kinds = list(dict.fromkeys(kind for kind, _, _ in names))
+    arrays["name_kind"] = np.array([kinds.index(kind) for kind, _, _ in names], np.uint8)
+    live = np.flatnonzero(snap.alive)
+    arrays["key_rows"] = live[np.argsort(snap.id_key[live], kind="stable")]  # the KeyIndex's order: no sort at load
+    columns = {"paths": paths, "stamps": stamps, "name_keys": [key for _, key, _ in names],
+               "name_displays": [display for _, _, display in names]}
+    if len(kinds) > 255 or any("\0" in text for strings in columns.values() for text in strings):
+        return  # a name no column can hold (a NUL in a file or scope name): no image, index.sqlite serves
     header = {"version": VERSION, "identity": identity, "dim": snap.dim, "size": snap.size, "dead": snap.dead,
-              "scopes": len(snap.scopes), "names": list(names), "paths": paths, "stamps": stamps,
+              "scopes": len(snap.scopes), "kinds": kinds, **{name: "\0".join(strings) for name, strings in columns.items()},
               "warnings": warnings, "duplicates": snap.duplicates, "scope_residual": snap.scope_residual,
               "arrays": {}}
     # The columns get room to grow in the file itself (a hole: no disk, zeros when read), so a

@@ -241,9 +241,12 @@ class KeyIndex(MutableMapping):
     was restored with in two sorted arrays (1.6 MB at 100,000 entries where a dict of Python ints
     took 11), and what changed since in a small dict. Looked up by binary search."""
 
-    def __init__(self, keys: np.ndarray, rows: np.ndarray) -> None:
-        order = np.argsort(keys, kind="stable")
-        self._keys, self._rows = keys[order], rows[order]
+    def __init__(self, keys: np.ndarray, rows: np.ndarray, ordered: bool = False) -> None:
+        """`keys[i]` is held at row `rows[i]`; `ordered`: the keys are sorted already."""
+        if not ordered:
+            order = np.argsort(keys, kind="stable")
+            keys, rows = keys[order], rows[order]
+        self._keys, self._rows = keys, rows
         self._gone = np.zeros(len(keys), bool)
         self._extra: dict[int, int] = {}
         self._len = len(keys)
@@ -491,8 +494,11 @@ class Snapshot(Columns):
         self.owner = _Owners(self.files, owner)
         self.holders = _Holders(self, table)
         self.warned = {table.paths[number] for number in table.warnings}
-        live = np.flatnonzero(self.alive)
-        self.by_key = KeyIndex(np.array(self.id_key[live]), live)
+        live = arrays["key_rows"]  # the live rows by id key, as the image was written
+        keys = self.id_key[live]
+        if len(live) != np.count_nonzero(self.alive) or not self.alive[live].all() or np.any(keys[1:] < keys[:-1]):
+            raise ValueError("the image's key order does not match its rows")
+        self.by_key = KeyIndex(keys, live, ordered=True)  # (a private copy of a page once a key moves)
         self.duplicates = duplicates
         self.warned |= set(duplicates)
         self.dead = dead
