@@ -11,18 +11,14 @@ from __future__ import annotations
 
 import os
 import sqlite3
-from typing import TYPE_CHECKING
 
 from ..format.layout import KIND_FOLDER
 from ..semantics.embed import Embedder
 from ..store.store import Store
-from . import cache, image
+from . import build, cache, image
 from .reading import read_file
 from .records import PARSED_FILES, Entry
 from .snapshot import Snapshot
-
-if TYPE_CHECKING:
-    from . import build
 
 # The snapshots this process keeps, by (store path, backend identity).
 LIVE: dict[tuple[str, str], Snapshot] = {}
@@ -187,7 +183,6 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         if changed:
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
-            from . import build  # here: a process that finds nothing changed (a CLI recall) never loads it
             many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
             start, files, rows_read = snap.size, 0, 0
             for batch in build.files(store, embedder, db, changed, stamps, progress):
