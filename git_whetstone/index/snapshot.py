@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from itertools import chain
 from typing import NamedTuple
 
 import numpy as np
@@ -114,10 +115,10 @@ class Files(MutableMapping):
         return path in self._extra or self._find(path) >= 0
 
     def __iter__(self) -> Iterator[str]:
-        if self.table:
-            gone = self._gone
-            yield from (path for number, path in enumerate(self.table.paths) if number not in gone)
-        yield from list(self._extra)
+        paths = self.table.paths if self.table else []
+        if self._gone:
+            paths = [path for number, path in enumerate(paths) if number not in self._gone]
+        return chain(paths, list(self._extra))
 
     def __len__(self) -> int:
         return len(self._number) - len(self._gone) + len(self._extra)
@@ -133,24 +134,22 @@ class Files(MutableMapping):
         yield from list(self._extra.items())
 
     def outdated(self, stamps: dict[str, str], paths: Iterable[str], warned: bool) -> list[str]:
-        """The paths among `paths` (all in `stamps`) not held, or held with another stamp (or,
-        `warned`, with a warning): what a refresh reads again. One loop, no file's rows made."""
+        """The paths among `paths` that are in `stamps` and not held, or held with another stamp
+        (or, `warned`, with a warning): what a refresh reads again. One loop, no file's rows made."""
         number, gone, made, extra = self._number, self._gone, self._made, self._extra
         table_stamps, warnings = (self.table.stamps, self.table.warnings) if self.table else ([], {})
         out = []
         for path in paths:
-            rows = extra.get(path)
-            if rows is None:
-                at = number.get(path, -1)
-                if at < 0 or at in gone:
+            stamp = stamps.get(path)
+            if stamp is None:
+                continue
+            at = number.get(path, -1)
+            if at >= 0 and at not in gone and at not in made:  # a file as the image holds it: no rows made
+                if table_stamps[at] != stamp or (warned and at in warnings):
                     out.append(path)
-                    continue
-                rows = made.get(at)
-                if rows is None:
-                    if table_stamps[at] != stamps[path] or (warned and at in warnings):
-                        out.append(path)
-                    continue
-            if rows.stamp != stamps[path] or (warned and rows.warning):
+                continue
+            rows = made[at] if at >= 0 and at not in gone else extra.get(path)
+            if rows is None or rows.stamp != stamp or (warned and rows.warning):
                 out.append(path)
         return out
 
