@@ -66,6 +66,12 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
         snap.readers = readers
         if hasattr(mmap, "MADV_DONTNEED"):
             snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
+            header_pages = min(offset for offset, _, _ in layout.values()) // mmap.PAGESIZE * mmap.PAGESIZE
+            if header_pages:  # decoded into Python objects: its pages (2 MB at 10,000 files) are not read again
+                try:
+                    mapped.madvise(mmap.MADV_DONTNEED, 0, header_pages)
+                except (OSError, ValueError):
+                    pass
     return snap
 
 
