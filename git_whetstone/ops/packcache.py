@@ -35,9 +35,13 @@ FILE = "whetstone-export.cache"
 MAGIC = b"whetstone-export-cache 1"
 KEEP = 3  # a part no export used this many times in a row is dropped
 
-# A file's part: the bytes its blocks' canonical texts are cut from (None: the file itself, which
-# is what whetstone writes) and one row per block: id, scope, line, plain, sha256, start, end.
-Part = tuple[bytes | None, list[list]]
+# A file's part, column by column: the bytes its blocks' canonical texts are cut from (None: the
+# file itself, as whetstone writes it), their ids, their sha256s end to end, the scopes and which
+# one each block has ([] when one scope), the blocks' lines ([] when the file itself holds the
+# texts: counted from it when a warning needs one), where each text ends (the next starts one
+# newline later), and which are plain ([] when all are).
+Part = tuple[bytes | None, list[str], str, list[str], list[int], list[int], list[int], list[int]]
+_EMPTY: Part = (b"", [], "", [], [], [], [], [])
 
 
 @dataclass(frozen=True)
@@ -66,7 +70,7 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
             with open(f"{root}/{rel}", "rb") as handle:
                 contents[rel] = handle.read()
         except FileNotFoundError:  # gone since it was listed: no entries, as read_file says
-            parts[rel] = (b"", [])
+            parts[rel] = _EMPTY
             continue
         key = keys[rel] = f"{folder}/{hashlib.sha1(contents[rel]).hexdigest()}"
         part = cache.files.get(key)
@@ -90,21 +94,31 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
             parts[rel] = cache.used[keys[rel]] = part
     rows: list[tuple] = []
     warnings: list[str] = []
-    seen: dict[str, str] = {}
+    seen: dict[str, tuple[str, int]] = {}
+
+    def where(rel: str, k: int) -> str:
+        source, _, _, _, _, lines, ends, _ = parts[rel]
+        text = contents[rel] if source is None else source
+        line = lines[k] if lines else text.count(b"\n", 0, ends[k - 1] + 1 if k else 0) + 1
+        return f"{rel}:{line}"
+
     for _, rel in files:
         if rel in warnings_of:
             warnings.append(warnings_of[rel])
-        source, entries = parts[rel]
+        source, ids, hashes, scopes, which, _, ends, plains = parts[rel]
         text = contents[rel] if source is None else source
-        for entry_id, scope, line, clean, digest, start, end in entries:
+        start = 0
+        for k, entry_id in enumerate(ids):
             if entry_id in seen:
-                warnings.append(f"{rel}:{line}: duplicate id {entry_id} (also at {seen[entry_id]}); "
+                warnings.append(f"{where(rel, k)}: duplicate id {entry_id} (also at {where(*seen[entry_id])}); "
                                 f"this copy is not exported")
-                continue
-            seen[entry_id] = f"{rel}:{line}"
-            learning = entry_id[0] == "L"
-            rows.append((not learning, int(entry_id[1:]), len(rows), entry_id, "learning" if learning else "issue",
-                         scope, digest, text[start:end], bool(clean)))
+            else:
+                seen[entry_id] = (rel, k)
+                learning = entry_id[0] == "L"
+                rows.append((not learning, int(entry_id[1:]), len(rows), entry_id, "learning" if learning else "issue",
+                             scopes[which[k]] if which else scopes[0], hashes[64 * k:64 * k + 64],
+                             text[start:ends[k]], bool(plains[k]) if plains else True))
+            start = ends[k] + 1
     rows.sort(key=lambda r: r[:3])
     ordered: list[Row] = [r[3:] for r in rows]
     data, chunks = assemble(skill, day, ordered, cache.chunks)
@@ -126,25 +140,38 @@ def scope_names(store: Store, folder: str) -> list[str]:
 def _part(entries: list[Entry]) -> Part:
     """A file's part from its entries: their canonical texts joined as `joined` joins plain ones."""
     texts: list[bytes] = []
-    rows, at = [], 0
+    hashes: list[str] = []
+    scopes: dict[str, int] = {}
+    which, ends, plains, at = [], [], [], 0
     for e in entries:
         text = canonical(Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen, e.last_seen,
                               tuple(e.provenance), "", e.always))
         raw = text.encode("utf-8")
         texts.append(raw)
-        rows.append([e.id, e.scope, e.line, int(plain(text)), hashlib.sha256(raw).hexdigest(), at, at + len(raw)])
-        at += len(raw) + 1
-    return b"\n".join(texts), rows
+        hashes.append(hashlib.sha256(raw).hexdigest())
+        which.append(scopes.setdefault(e.scope, len(scopes)))
+        plains.append(int(plain(text)))
+        at += len(raw)
+        ends.append(at)
+        at += 1
+    return (b"\n".join(texts), [e.id for e in entries], "".join(hashes), list(scopes),
+            which if len(scopes) > 1 else [], [e.line for e in entries], ends, [] if all(plains) else plains)
 
 
 def _verified(entries: list[Entry], raw: bytes) -> Part | None:
     """The part of a file read from the index, if the file's bytes are exactly its entries'
     canonical texts, one blank line apart, each at the line the index says (as whetstone writes
     a file): then the entries are what these bytes parse to, and the file itself holds the texts."""
-    source, rows = _part(entries)
-    if source != raw or any(raw.count(b"\n", 0, row[5]) + 1 != row[2] for row in rows):
+    source, ids, hashes, scopes, which, lines, ends, plains = _part(entries)
+    if source != raw:
         return None
-    return None, rows
+    line, start = 1, 0
+    for k, end in enumerate(ends):
+        if lines[k] != line:
+            return None
+        line += raw.count(b"\n", start, end) + 1
+        start = end + 1
+    return None, ids, hashes, scopes, which, [], ends, plains
 
 
 def _parsed(rel: str, raw: bytes) -> list[Entry] | None:
@@ -184,9 +211,11 @@ class Cache:
             size, _, rest = body.partition(b"\n")
             index = json.loads(rest[:int(size)])
             blob = memoryview(rest)[int(size):]
-            files = {key: (None if at < 0 else bytes(blob[at:at + n]), rows)
-                     for key, (at, n, rows, _) in index["files"].items()}
-            ages = {key: int(record[3]) for key, record in index["files"].items()}
+            files: dict[str, Part] = {}
+            ages: dict[str, int] = {}
+            for key, (at, n, age, ids, *columns) in index["files"].items():
+                files[key] = (None if at < 0 else bytes(blob[at:at + n]), ids.split(" ") if ids else [], *columns)
+                ages[key] = int(age)
             chunks = {bytes.fromhex(key): bytes(blob[at:at + n]) for key, at, n in index["chunks"]}
         except (ValueError, TypeError, KeyError, AttributeError):
             return cls(path)  # not one this code wrote: ignored, and written again
@@ -210,8 +239,8 @@ class Cache:
         for key, part in self.files.items():  # a revert or a branch switched back finds its files again
             if key not in kept and self.ages.get(key, 0) + 1 < KEEP:
                 kept[key] = (part, self.ages.get(key, 0) + 1)
-        files = {key: [*(put(source) if source is not None else [-1, 0]), rows, age]
-                 for key, ((source, rows), age) in kept.items()}
+        files = {key: [*(put(part[0]) if part[0] is not None else [-1, 0]), age, " ".join(part[1]), *part[2:]]
+                 for key, (part, age) in kept.items()}
         listed = [[key.hex(), *put(data)] for key, data in chunks.items()]
         index = json.dumps({"files": files, "chunks": listed}, separators=(",", ":"), ensure_ascii=False).encode()
         body = b"%d\n" % len(index) + index + b"".join(blob)

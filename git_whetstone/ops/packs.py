@@ -4,8 +4,8 @@ A **pack** is a `.tar.gz` of `learnings/`, `issues/` and a `pack.toml` manifest 
 date, counts, scopes and the sha256 of every entry's canonical text). Entries are written in a
 canonical form (one file per scope, blocks in id order, rendered by `blocks.render`), and the
 archive is built with fixed metadata (mtime 0, uid/gid 0, no owner names, mode 0644, sorted
-members, gzip without a name or time), so the same store always exports the same bytes. Events,
-the index and git history stay behind.
+members, gzip without a name or time, compressed in chunks `packcache` can keep), so the same
+store always exports the same bytes. Events, the index and git history stay behind.
 
 A pack is **untrusted input**. It is read whole into memory with hard limits (64 MiB expanded,
 1 MiB per member, checked from the headers and again while reading), never extracted to disk,
@@ -44,7 +44,6 @@ MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index'
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _JSON_SPECIAL = re.compile(r'["\\\x00-\x1f]')  # what json.dumps escapes (ensure_ascii off)
-_BLANK_END = re.compile(r"\n[ \t\r]*\n\Z")
 _TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
 _ANCHOR = re.compile(rb"\n(?:## [LI]\d*00 |[LI]\d*000 = )")  # where `deflate` may end a chunk
 _WINDOW = 32768                # deflate's window: a chunk's dictionary
@@ -174,7 +173,10 @@ def assemble(skill: str, day: dt.date, rows: list[Row],
 def plain(text: str) -> bool:
     """A block `joined` can put after another with a bare newline: it ends in one newline, has no
     CR and no blank line at its end."""
-    return text.endswith("\n") and "\r" not in text and not _BLANK_END.search(text) and bool(text.strip())
+    if not text.endswith("\n") or "\r" in text or not text.strip():
+        return False
+    before = text.rfind("\n", 0, len(text) - 1)  # the line before the last newline: not blank
+    return before < 0 or bool(text[before + 1:-1].strip(" \t"))
 
 
 def deflate(raw: bytes, chunks: dict[bytes, bytes] | None = None) -> tuple[bytes, dict[bytes, bytes]]:
@@ -231,8 +233,7 @@ def joined(texts: list[str]) -> str:
     """The blocks one after another, as `blocks.append` adds them to an empty file: one blank line
     between two blocks. Joined at once when every block is plain (no CR, no blank line at its end),
     block by block otherwise."""
-    if all(text.endswith("\n") and "\r" not in text and not _BLANK_END.search(text) and text.strip()
-           for text in texts):
+    if all(plain(text) for text in texts):
         return "\n".join(texts)
     out = ""
     for text in texts:
