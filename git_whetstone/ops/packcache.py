@@ -204,13 +204,15 @@ class Cache:
         except OSError:
             return cls(path)
         try:
-            head, _, body = data.partition(b"\n")
-            magic, code, digest = head.rsplit(b" ", 2)
+            at = data.index(b"\n") + 1
+            magic, code, digest = data[:at - 1].rsplit(b" ", 2)
+            body = memoryview(data)[at:]
             if magic != MAGIC or code.decode() != _code() or hashlib.sha256(body).hexdigest() != digest.decode():
                 return cls(path)
-            size, _, rest = body.partition(b"\n")
-            index = json.loads(rest[:int(size)])
-            blob = memoryview(rest)[int(size):]
+            at = data.index(b"\n", at) + 1
+            size = int(data[len(data) - len(body):at - 1])
+            index = json.loads(data[at:at + size])
+            blob = memoryview(data)[at + size:]
             files: dict[str, Part] = {}
             ages: dict[str, int] = {}
             for key, (at, n, age, ids, *columns) in index["files"].items():
