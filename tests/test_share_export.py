@@ -230,9 +230,14 @@ def test_the_cache_gives_the_pack_from_scratch_after_every_kind_of_change(monkey
     git(path, "checkout", "--", str(edited))
     assert edited.read_bytes() == before
     cached(config, "kept", fresh=0)
-    # a file deleted, a scope file renamed: nothing to read again
+    # a file deleted, a scope file renamed, files that are not scope files: nothing to read again
     learnings[20].unlink()
     cached(config, "kept", fresh=0)
+    for name in (".hidden.md", "notes.txt", "notes.MD"):
+        (path / "learnings" / name).write_bytes(learnings[22].read_bytes())
+    cached(config, "kept", fresh=0)
+    for name in (".hidden.md", "notes.txt", "notes.MD"):
+        (path / "learnings" / name).unlink()
     git(path, "mv", str(learnings[21].relative_to(path)), "learnings/zz-renamed.md")
     cached(config, "kept", fresh=0)
     # CRLF (not as whetstone writes it: parsed from its bytes, then kept), then a file that fails

@@ -61,6 +61,19 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
     gives, read and compressed only where the store changed since the cache was written."""
     cache = Cache.load(store)
     files = [(folder, f"{folder}/{name}") for folder in KIND_FOLDER.values() for name in scope_names(store, folder)]
+    contents, parts, warnings_of, fresh = _parts(store, cache, files)
+    rows, warnings = _rows([rel for _, rel in files], contents, parts, warnings_of)
+    data, chunks = assemble(skill, day, rows, cache.chunks)
+    cache.save(chunks)
+    learnings = sum(r[1] == "learning" for r in rows)
+    return Exported(data, learnings, len(rows) - learnings,
+                    len({scope_key(scope) for scope in {r[2] for r in rows}}), warnings, fresh)
+
+
+def _parts(store: Store, cache: "Cache", files: list[tuple[str, str]]
+           ) -> tuple[dict[str, bytes], dict[str, Part], dict[str, str], int]:
+    """Every scope file's bytes and part (from the cache when its content is there, else read as
+    export always read it), the warnings of files that fail validation, and how many were read."""
     contents: dict[str, bytes] = {}
     parts: dict[str, Part] = {}
     keys: dict[str, str] = {}
@@ -92,6 +105,13 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
                 warnings_of[rel] = warning
         else:
             parts[rel] = cache.used[keys[rel]] = part
+    return contents, parts, warnings_of, len(misses)
+
+
+def _rows(rels: list[str], contents: dict[str, bytes], parts: dict[str, Part],
+          warnings_of: dict[str, str]) -> tuple[list[Row], list[str]]:
+    """The pack's rows in id order, and the warnings in file order (as `store_items` gives them):
+    a file's own, then each id claimed again, whose later copies are left out."""
     rows: list[tuple] = []
     warnings: list[str] = []
     seen: dict[str, tuple[str, int]] = {}
@@ -102,7 +122,7 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
         line = lines[k] if lines else text.count(b"\n", 0, ends[k - 1] + 1 if k else 0) + 1
         return f"{rel}:{line}"
 
-    for _, rel in files:
+    for rel in rels:
         if rel in warnings_of:
             warnings.append(warnings_of[rel])
         source, ids, hashes, scopes, which, _, ends, plains = parts[rel]
@@ -119,13 +139,8 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
                              scopes[which[k]] if which else scopes[0], hashes[64 * k:64 * k + 64],
                              text[start:ends[k]], bool(plains[k]) if plains else True))
             start = ends[k] + 1
-    rows.sort(key=lambda r: r[:3])
-    ordered: list[Row] = [r[3:] for r in rows]
-    data, chunks = assemble(skill, day, ordered, cache.chunks)
-    cache.save(chunks)
-    learnings = sum(r[1] == "learning" for r in ordered)
-    return Exported(data, learnings, len(ordered) - learnings,
-                    len({scope_key(scope) for scope in {r[2] for r in ordered}}), warnings, len(misses))
+    rows.sort(key=lambda r: r[:3])  # id order; a tie keeps file order
+    return [r[3:] for r in rows], warnings
 
 
 def scope_names(store: Store, folder: str) -> list[str]:
