@@ -15,11 +15,12 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from git_whetstone.format import blocks
-from git_whetstone.format.layout import KIND_FOLDER, scope_filename
+from git_whetstone.format.layout import KIND_FOLDER, scope_filename, scope_key
 from git_whetstone.index import freshness
 from git_whetstone.index.reading import read_file
-from git_whetstone.ops import packs
+from git_whetstone.ops import packcache, packs
 from git_whetstone.ops.capture import capture
+from git_whetstone.ops.packcache import export_pack
 from git_whetstone.ops.packs import Item, id_order, joined, render_manifest, store_items, tar_bytes
 from git_whetstone.ops.recall import recall
 from git_whetstone.ops.share import export
@@ -61,24 +62,26 @@ def reference_canonical(item: Item) -> str:
 
 
 def reference_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
-    """build_pack as it was: a block at a time, and tarfile's own archive."""
+    """build_pack as it was: a block at a time, and tarfile's own archive, compressed by `deflate`
+    with nothing cached (`test_deflate_*` hold `deflate` to gzip)."""
+    return packs.deflate(reference_tar(reference_members(skill, items, day)))[0]
+
+
+def reference_members(skill: str, items: list[Item], day: dt.date) -> list[tuple[str, bytes]]:
+    """The archive's members as they were built: each block rendered and appended one by one."""
     files: dict[str, list[str]] = {}
-    hashes: dict[str, str] = {}
+    rows = []
     for item in sorted(items, key=id_order):
         text = reference_canonical(item)
         files.setdefault(f"{KIND_FOLDER[item.kind]}/{scope_filename(item.scope)}", []).append(text)
-        hashes[item.id] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    manifest = render_manifest(skill, sorted(items, key=id_order), day, hashes)
-    members = [("pack.toml", manifest.encode("utf-8"))]
+        rows.append((item.id, item.kind, item.scope, hashlib.sha256(text.encode("utf-8")).hexdigest()))
+    members = [("pack.toml", render_manifest(skill, rows, day).encode("utf-8"))]
     for rel in sorted(files):
         text = ""
         for block in files[rel]:
             text = blocks.append(text, block)
         members.append((rel, text.encode("utf-8")))
-    out = io.BytesIO()
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=packs.COMPRESS_LEVEL, mtime=0) as gz:
-        gz.write(reference_tar(members))
-    return out.getvalue()
+    return members
 
 
 def reference_tar(members: list[tuple[str, bytes]]) -> bytes:
@@ -175,3 +178,172 @@ def test_tar_bytes_are_what_tarfile_writes(members: list[tuple[str, bytes]]) -> 
 def test_provenance_is_encoded_as_blocks_encodes_it(value: str) -> None:
     item = Item("L1", "learning", "s", "Body.", "Body.", 1, "2026-01-01", "2026-01-01", (value,))
     assert packs.canonical(item) == reference_canonical(item)
+
+
+# --- the cache in .git (issue 20: an export reads only what changed since the last one) ---------
+
+DAY = dt.date(2026, 7, 1)
+
+
+def from_scratch(config, skill: str) -> tuple[bytes, list[str], int, int, int]:
+    """The pack and its report as the store's markdown gives them, nothing cached or indexed."""
+    store = Workspace.of(config).store(skill)
+    items, warnings = reference_items(store)
+    scopes = len({scope_key(i.scope) for i in items})
+    learnings = sum(i.kind == "learning" for i in items)
+    return reference_pack(skill, items, DAY), warnings, learnings, len(items) - learnings, scopes
+
+
+def cached(config, skill: str, fresh: int | None = None) -> None:
+    """An export through the cache (a new process's: nothing in memory) is the pack from scratch,
+    and read `fresh` scope files again."""
+    freshness.LIVE.clear()
+    store = Workspace.of(config).store(skill)
+    got = export_pack(store, skill, DAY)
+    data, warnings, learnings, issues, scopes = from_scratch(config, skill)
+    assert got.data == data
+    assert (got.warnings, got.learnings, got.issues, got.scopes) == (warnings, learnings, issues, scopes)
+    assert gzip.decompress(got.data) == gzip.decompress(data)
+    if fresh is not None:
+        assert got.fresh == fresh
+
+
+def test_the_cache_gives_the_pack_from_scratch_after_every_kind_of_change(monkeypatch, tmp_path: Path) -> None:
+    _, config, built = bench_store(monkeypatch, "kept", 1_500, 6)
+    path = built.path
+    learnings = sorted((path / "learnings").glob("*.md"))
+    recall("kept", "format the invoice exports", config=config)  # index.sqlite, as a store has one
+    cached(config, "kept", fresh=len(learnings) + len(list((path / "issues").glob("*.md"))))
+    cached(config, "kept", fresh=0)
+    # a capture (committed) into an existing scope
+    scope = blocks.parse(learnings[5].read_text(encoding="utf-8"), "x", "learnings").blocks[0].scope
+    done = capture("kept", "learning", "Spell out every acronym on first use in the footnotes.", scope,
+                   "a review", confirm="new", config=config)
+    assert done["status"] == "committed", done
+    cached(config, "kept", fresh=1)
+    # a hand edit, then undone: the file's old content is found again
+    edited = learnings[9]
+    before = edited.read_bytes()
+    edited.write_text(edited.read_text(encoding="utf-8").replace("- recurrence: ", "- recurrence: 1", 1),
+                      encoding="utf-8")
+    cached(config, "kept", fresh=1)
+    git(path, "checkout", "--", str(edited))
+    assert edited.read_bytes() == before
+    cached(config, "kept", fresh=0)
+    # a file deleted, a scope file renamed, files that are not scope files: nothing to read again
+    learnings[20].unlink()
+    cached(config, "kept", fresh=0)
+    for name in (".hidden.md", "notes.txt", "notes.MD"):
+        (path / "learnings" / name).write_bytes(learnings[22].read_bytes())
+    cached(config, "kept", fresh=0)
+    for name in (".hidden.md", "notes.txt", "notes.MD"):
+        (path / "learnings" / name).unlink()
+    git(path, "mv", str(learnings[21].relative_to(path)), "learnings/zz-renamed.md")
+    cached(config, "kept", fresh=0)
+    # CRLF (not as whetstone writes it: parsed from its bytes, then kept), then a file that fails
+    # validation (served from its last commit with a warning: read every time, never kept)
+    crlf = learnings[30]
+    crlf.write_bytes(crlf.read_bytes().replace(b"\n", b"\r\n"))
+    cached(config, "kept", fresh=1)
+    cached(config, "kept", fresh=0)
+    broken = learnings[31]
+    broken.write_text(broken.read_text(encoding="utf-8").replace("- scope:", "- scope is:", 1), encoding="utf-8")
+    cached(config, "kept", fresh=1)
+    cached(config, "kept", fresh=1)
+    # an id claimed twice, in a file whose name sorts first
+    twin_id = blocks.parse(learnings[40].read_text(encoding="utf-8"), "x", "learnings").blocks[0].id
+    (path / "learnings" / "aaa-twin.md").write_text(
+        f"## {twin_id} · Twin.\n- recurrence: 1\n- first_seen: 2026-01-02\n- last_seen: 2026-01-02\n"
+        "- scope: twin\n\nTwin.\n", encoding="utf-8")
+    cached(config, "kept", fresh=2)
+    (path / "learnings" / "aaa-twin.md").unlink()
+    git(path, "checkout", "--", str(broken))
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "hand edits")
+    cached(config, "kept")
+    # a branch with other content, and back; then a reset
+    git(path, "checkout", "-q", "-b", "other")
+    for f in learnings[50:52]:
+        f.write_text(f.read_text(encoding="utf-8").replace("\n\n", "\n\nReworded. ", 1), encoding="utf-8")
+    git(path, "commit", "-qam", "reworded")
+    cached(config, "kept", fresh=2)
+    git(path, "checkout", "-q", "main")
+    cached(config, "kept", fresh=0)
+    git(path, "reset", "-q", "--hard", "HEAD~1")
+    cached(config, "kept")
+    cached(config, "kept", fresh=0)
+
+
+def test_a_corrupt_foreign_or_unwritable_cache_is_never_a_wrong_pack(monkeypatch, tmp_path: Path) -> None:
+    _, config, built = bench_store(monkeypatch, "torn", 600, 8)
+    cache_file = built.path / ".git" / packcache.FILE
+    files = len(list(built.path.glob("*/*.md")))
+    cached(config, "torn", fresh=files)
+    good = cache_file.read_bytes()
+    head, _, body = good.partition(b"\n")
+    magic, code, digest = head.rsplit(b" ", 2)
+    # a body that still checks out, written by other code: a foreign cache
+    foreign = head.replace(code, b"0" * len(code)) + b"\n" + body
+    flipped = bytearray(good)
+    flipped[len(good) // 2] ^= 0x55
+    for bad in (bytes(flipped), good[:len(good) // 2], b"", b"\x00" * 1000, b"not a cache\n", foreign,
+                magic + b" " + code + b" " + hashlib.sha256(b"x").hexdigest().encode() + b"\nx"):
+        cache_file.write_bytes(bad)
+        cached(config, "torn", fresh=files)  # ignored: every file read again
+        assert cache_file.read_bytes() == good  # and written again
+        cached(config, "torn", fresh=0)
+    # a cache that cannot be written (a directory in its place; a read-only .git for a user that is
+    # not root): every export reads everything, and gives the same pack
+    cache_file.unlink()
+    cache_file.mkdir()
+    (built.path / ".git").chmod(0o555)
+    try:
+        cached(config, "torn", fresh=files)
+        cached(config, "torn", fresh=files)
+        out = tmp_path / "torn.tar.gz"
+        result = export("torn", str(out), config=config)
+        assert out.read_bytes() == from_scratch(config, "torn")[0] and not result["warnings"]
+    finally:
+        (built.path / ".git").chmod(0o755)
+    assert not list((built.path / ".git").glob(".whetstone-export*"))  # no temporary left behind
+
+
+def test_the_report_of_a_cached_export_is_the_uncached_one(monkeypatch, tmp_path: Path) -> None:
+    _, config, built = bench_store(monkeypatch, "json", 400, 9)
+    first, again = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
+    cold = export("json", str(first), config=config)
+    warm = export("json", str(again), config=config)
+    assert first.read_bytes() == again.read_bytes()
+    assert {**cold, "path": None} == {**warm, "path": None}
+    assert list(cold) == list(warm)
+
+
+anchored = st.lists(st.sampled_from([b"\n## L100 \xc2\xb7 x\n", b"\nL3000 = \"h\"\n", b"\n## I7700 \xc2\xb7 y",
+                                     b"plain words ", b"\x00" * 512, bytes(range(256))]), max_size=60)
+
+
+@settings(max_examples=60, deadline=None)
+@given(anchored, anchored, st.integers(0, 4))
+def test_deflate_is_gzip_and_a_warm_cache_changes_no_byte(head: list[bytes], tail: list[bytes], repeat: int) -> None:
+    raw = b"".join(head) * repeat + b"".join(tail) * 150  # long enough for many chunks and full windows
+    data, used = packs.deflate(raw)
+    assert gzip.decompress(data) == raw
+    assert packs.deflate(raw, used) == (data, used)
+    edited = b"".join(head) + b"edit" + raw[len(b"".join(head)):]
+    want = packs.deflate(edited)
+    assert packs.deflate(edited, used) == want  # the chunks of an older text, reused where they fit
+    assert gzip.decompress(want[0]) == edited
+
+
+def test_deflate_reuses_chunks_across_an_edit_and_reads_as_gzip(tmp_path: Path) -> None:
+    raw = b"".join(b"\n## L%d \xc2\xb7 rule %d\n- scope: s\n\nSome words about rule %d.\n" % (i, i, i * 7919)
+                   for i in range(1, 30_000))
+    data, used = packs.deflate(raw)
+    assert len(used) > 100 and gzip.decompress(data) == raw
+    edited = raw.replace(b"rule 15000\n", b"rule 15000, edited\n")
+    again, reused = packs.deflate(edited, used)
+    assert again == packs.deflate(edited)[0] and gzip.decompress(again) == edited
+    # the chunk edited and those whose 32 KiB window holds the edit (chunks here are ~5 KB: 100 blocks)
+    assert 1 <= len(set(reused) - set(used)) <= 2 + 32768 // 4000 < len(used) // 10
+    with gzip.open(io.BytesIO(again)) as handle:  # gzip's own reader, as import's zlib reads it
+        assert handle.read() == edited

@@ -4,8 +4,8 @@ A **pack** is a `.tar.gz` of `learnings/`, `issues/` and a `pack.toml` manifest 
 date, counts, scopes and the sha256 of every entry's canonical text). Entries are written in a
 canonical form (one file per scope, blocks in id order, rendered by `blocks.render`), and the
 archive is built with fixed metadata (mtime 0, uid/gid 0, no owner names, mode 0644, sorted
-members, gzip without a name or time), so the same store always exports the same bytes. Events,
-the index and git history stay behind.
+members, gzip without a name or time, compressed in chunks `packcache` can keep), so the same
+store always exports the same bytes. Events, the index and git history stay behind.
 
 A pack is **untrusted input**. It is read whole into memory with hard limits (64 MiB expanded,
 1 MiB per member, checked from the headers and again while reading), never extracted to disk,
@@ -16,10 +16,10 @@ markdown that fails validation, a manifest that does not match the entries.
 from __future__ import annotations
 
 import datetime as dt
-import gzip
 import hashlib
 import io
 import re
+import struct
 import tarfile
 import tomllib
 import zlib
@@ -38,15 +38,21 @@ from .inputs import clean_body, clean_scope
 PACK_FORMAT = 1
 MAX_MEMBER = 1 << 20           # one file in a pack
 MAX_EXPANDED = 64 << 20        # a whole pack, uncompressed (and the compressed file too)
-COMPRESS_LEVEL = 6
+COMPRESS_LEVEL = 6             # import reads any level; see `deflate`
 MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index's integers
 
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 _JSON_SPECIAL = re.compile(r'["\\\x00-\x1f]')  # what json.dumps escapes (ensure_ascii off)
-_BLANK_END = re.compile(r"\n[ \t\r]*\n\Z")
 _TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
+_ANCHOR = re.compile(rb"\n(?:## [LI]\d*00 |[LI]\d*000 = )")  # where `deflate` may end a chunk
+_WINDOW = 32768                # deflate's window: a chunk's dictionary
+_MAX_CHUNK = 1 << 20
+_GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, time 0, no flags, OS unknown
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
+
+
+Row = tuple[str, str, str, str, bytes, bool]  # id, kind, scope, sha256 of the text, the text, plain
 
 
 @dataclass(frozen=True)
@@ -134,33 +140,100 @@ def _encoded(value: str) -> str:
 
 def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
     """The pack's bytes: the same items on the same day always give the same bytes."""
-    ordered = sorted(items, key=id_order)
-    files: dict[str, list[str]] = {}
-    hashes: dict[str, str] = {}
-    names: dict[tuple[str, str], str] = {}
-    for item in ordered:
+    rows = []
+    for item in sorted(items, key=id_order):
         text = canonical(item)
-        rel = names.get((item.kind, item.scope))
+        raw = text.encode("utf-8")
+        rows.append((item.id, item.kind, item.scope, hashlib.sha256(raw).hexdigest(), raw, plain(text)))
+    return assemble(skill, day, rows)[0]
+
+
+def assemble(skill: str, day: dt.date, rows: list[Row],
+             chunks: dict[bytes, bytes] | None = None) -> tuple[bytes, dict[bytes, bytes]]:
+    """The pack of `rows` (in id order): the manifest, one member per scope with its blocks in id
+    order, the archive, and its gzip (`deflate`, reusing what `chunks` holds). Also gives the
+    compressed chunks it used, for the next export."""
+    files: dict[str, list[Row]] = {}
+    names: dict[tuple[str, str], str] = {}
+    for row in rows:
+        rel = names.get((row[1], row[2]))
         if rel is None:
-            rel = names[item.kind, item.scope] = f"{KIND_FOLDER[item.kind]}/{scope_filename(item.scope)}"
-        files.setdefault(rel, []).append(text)
-        hashes[item.id] = hashlib.sha256(text.encode("utf-8")).hexdigest()
-    members = [("pack.toml", render_manifest(skill, ordered, day, hashes).encode("utf-8"))]
-    members += [(rel, joined(files[rel]).encode("utf-8")) for rel in sorted(files)]
-    raw = tar_bytes(members)
-    out = io.BytesIO()
-    # level 6: 5% bigger than 9 at 100,000 entries, and 0.6 s faster; import reads any level
-    with gzip.GzipFile(filename="", mode="wb", fileobj=out, compresslevel=COMPRESS_LEVEL, mtime=0) as gz:
-        gz.write(raw)
-    return out.getvalue()
+            rel = names[row[1], row[2]] = f"{KIND_FOLDER[row[1]]}/{scope_filename(row[2])}"
+        files.setdefault(rel, []).append(row)
+    members = [("pack.toml", render_manifest(skill, rows, day).encode("utf-8"))]
+    for rel in sorted(files):
+        group = files[rel]
+        if all(row[5] for row in group):
+            members.append((rel, b"\n".join([row[4] for row in group])))
+        else:
+            members.append((rel, joined([row[4].decode("utf-8") for row in group]).encode("utf-8")))
+    return deflate(tar_bytes(members), chunks)
+
+
+def plain(text: str) -> bool:
+    """A block `joined` can put after another with a bare newline: it ends in one newline, has no
+    CR and no blank line at its end."""
+    if not text.endswith("\n") or "\r" in text or not text.strip():
+        return False
+    before = text.rfind("\n", 0, len(text) - 1)  # the line before the last newline: not blank
+    return before < 0 or bool(text[before + 1:-1].strip(" \t"))
+
+
+def deflate(raw: bytes, chunks: dict[bytes, bytes] | None = None) -> tuple[bytes, dict[bytes, bytes]]:
+    """`raw` gzipped (level `COMPRESS_LEVEL`, no name, time 0) as one deflate stream made of
+    chunks, each compressed on its own with the 32 KiB before it as its dictionary (as pigz does):
+    a chunk's bytes depend only on its text and that window, so an export reuses the chunks of the
+    last one (`chunks`, by a hash of level, window and text) and compresses only what changed.
+    Chunks end at entry anchors (a block heading or manifest line whose id ends in 00 or 000), so
+    an edit moves no other chunk's borders. Gives the gzip and the chunks it used."""
+    known = chunks or {}
+    used: dict[bytes, bytes] = {}
+    view = memoryview(raw)
+    out = [_GZIP_HEADER]
+    start = 0
+    level = bytes([COMPRESS_LEVEL])
+    for end in _cuts(raw):
+        window = view[max(0, start - _WINDOW):start]
+        digest = hashlib.sha1(level)
+        digest.update(window)
+        digest.update(view[start:end])
+        key = digest.digest()
+        data = known.get(key)
+        if data is None:
+            squeezer = (zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, bytes(window))
+                        if start else zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15))
+            data = squeezer.compress(view[start:end]) + squeezer.flush(zlib.Z_SYNC_FLUSH)
+        used[key] = data
+        out.append(data)
+        start = end
+    out += [b"\x03\x00", struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)]  # the last, empty block
+    return b"".join(out), used
+
+
+def _cuts(raw: bytes) -> list[int]:
+    """Where the chunks of `raw` end: at each anchor, at most `_MAX_CHUNK` apart, and at its end."""
+    cuts: list[int] = []
+    last = 0
+    for found in _ANCHOR.finditer(raw):
+        at = found.start() + 1
+        while at - last > _MAX_CHUNK:
+            last += _MAX_CHUNK
+            cuts.append(last)
+        if at > last:
+            cuts.append(at)
+            last = at
+    while len(raw) - last > _MAX_CHUNK:
+        last += _MAX_CHUNK
+        cuts.append(last)
+    cuts.append(len(raw))
+    return cuts
 
 
 def joined(texts: list[str]) -> str:
     """The blocks one after another, as `blocks.append` adds them to an empty file: one blank line
     between two blocks. Joined at once when every block is plain (no CR, no blank line at its end),
     block by block otherwise."""
-    if all(text.endswith("\n") and "\r" not in text and not _BLANK_END.search(text) and text.strip()
-           for text in texts):
+    if all(plain(text) for text in texts):
         return "\n".join(texts)
     out = ""
     for text in texts:
@@ -203,10 +276,11 @@ def _header(name: str, size: int) -> bytes:
     return info.tobuf(tarfile.USTAR_FORMAT, tarfile.ENCODING, "surrogateescape")
 
 
-def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[str, str]) -> str:
+def render_manifest(skill: str, rows: list[Row], day: dt.date) -> str:
     """pack.toml, written by hand (tomllib only reads): keys, one array and the [entries] table
-    (`items` in id order)."""
-    scopes = sorted({i.scope for i in items}, key=lambda s: (scope_key(s), s))
+    (`rows` in id order)."""
+    scopes = sorted({row[2] for row in rows}, key=lambda s: (scope_key(s), s))
+    learnings = sum(row[1] == "learning" for row in rows)
     lines = [
         "# A whetstone preference pack. learnings/ and issues/ hold the entries as markdown blocks;",
         "# [entries] holds the sha256 of each entry's canonical text, checked when the pack is imported.",
@@ -214,12 +288,12 @@ def render_manifest(skill: str, items: list[Item], day: dt.date, hashes: dict[st
         f"skill = {toml_string(skill)}",
         f"whetstone_version = {toml_string(__version__)}",
         f"date = {day.isoformat()}",
-        f"learnings = {sum(i.kind == 'learning' for i in items)}",
-        f"issues = {sum(i.kind == 'issue' for i in items)}",
+        f"learnings = {learnings}",
+        f"issues = {len(rows) - learnings}",
     ]
     lines += ["scopes = [", *(f"    {toml_string(s)}," for s in scopes), "]"] if scopes else ["scopes = []"]
     lines += ["", "[entries]"]
-    lines += [f'{item.id} = "{hashes[item.id]}"' for item in items]  # ids and hex digits: nothing to escape
+    lines += [f'{row[0]} = "{row[3]}"' for row in rows]  # ids and hex digits: nothing to escape
     return "\n".join(lines) + "\n"
 
 

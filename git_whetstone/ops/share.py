@@ -24,14 +24,14 @@ from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError, shown
 from ..base.files import write_atomic
 from ..format import blocks
-from ..format.layout import scope_key
 from ..index.records import Entry
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE
 from .attach import create
 from .context import Context, candidate
 from .workspace import Workspace
 from .inputs import clean_body, clean_provenance, clean_scope
-from .packs import MAX_EXPANDED, Item, build_pack, marker, read_pack, rule_hash, store_items
+from .packcache import export_pack
+from .packs import MAX_EXPANDED, Item, marker, read_pack, rule_hash, store_items
 from .rules import read_rules, render_rules
 
 FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
@@ -57,20 +57,20 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
     if isinstance(min_weight, bool) or not isinstance(min_weight, (int, float)) or not 0 <= min_weight <= 1:
         raise WhetstoneError(f"min_weight must be a number from 0 to 1, got {shown(min_weight)}")
     store = ws.store(skill, must_exist=True)
-    items, warnings = store_items(store)
     day = today()
-    result: dict[str, Any] = {"skill": store.skill, "format": fmt, "path": None,
-                              "learnings": sum(i.kind == "learning" for i in items),
-                              "issues": sum(i.kind == "issue" for i in items), "warnings": warnings}
     if fmt == "pack":
         if output == "-":
             raise WhetstoneError("a pack is binary: give a file name to write it to")
-        data = build_pack(store.skill, items, day)
+        pack = export_pack(store, store.skill, day)  # from what changed since the last export
         target = Path(output) if output else Path.cwd() / f"{store.skill}.whetstone.tar.gz"
-        _write_output(target, data)
-        result.update(path=str(target), bytes=len(data), sha256=hashlib.sha256(data).hexdigest(),
-                      scopes=len({scope_key(scope) for scope in {i.scope for i in items}}))
-        return result
+        _write_output(target, pack.data)
+        return {"skill": store.skill, "format": fmt, "path": str(target), "learnings": pack.learnings,
+                "issues": pack.issues, "warnings": pack.warnings, "bytes": len(pack.data),
+                "sha256": hashlib.sha256(pack.data).hexdigest(), "scopes": pack.scopes}
+    items, warnings = store_items(store)
+    result: dict[str, Any] = {"skill": store.skill, "format": fmt, "path": None,
+                              "learnings": sum(i.kind == "learning" for i in items),
+                              "issues": sum(i.kind == "issue" for i in items), "warnings": warnings}
     text, listed = render_rules(store.skill, items, fmt, day, float(min_weight), ws.config)
     result.update(rules=listed["issues"], preferences=listed["learnings"], min_weight=float(min_weight),
                   left_out=result["learnings"] - listed["learnings"])
