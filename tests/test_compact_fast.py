@@ -152,6 +152,15 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     """A block is retired from a file the index read cleanly by its heading's place alone; the
     files come out as when every file is parsed, including a file edited after the snapshot."""
     _, config, built = bench_store(monkeypatch, SKILL, 3_000, 6)
+    # copies of a rule in its own file, for blocks merged in place (a file edited several times)
+    for n, file in enumerate(sorted((built.path / "learnings").glob("*.md"))[:40:2]):
+        text = file.read_text()
+        block = blocks.parse(text, file.name).blocks[-1]
+        copy = blocks.render(f"L9{n:04d}", block.title, [("recurrence", "2"), ("first_seen", "2026-06-01"),
+                                                         ("last_seen", "2026-06-30"), ("scope", block.scope)],
+                             block.body.replace(".", ". "))
+        file.write_text(blocks.append(text, copy) if n % 2 else copy + "\n" + text)
+    git(built.path, "commit", "-qam", "hand: copies")
     ws = Workspace.of(config)
     store = ws.store(SKILL, must_exist=True)
     snap = ws.snapshot(store)
@@ -165,6 +174,12 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     fast = compact_op._apply(store, snap, plan, entries)
     slow = compact_op._apply(store, snap, plan, entries, parse_every_file=True)
     assert fast == slow
+    # and as when every block looked up is found by parsing its file as it is then (no block's place
+    # carried over from an earlier edit of the file): blocks moved out, merged in place, retired
+    moved = sum("scope" in update for update in plan.updates.values())
+    merged = sum("provenance" in update for update in plan.updates.values())
+    assert moved > 100 and merged >= 10
+    assert fast == compact_op._apply(store, snap, plan, entries, reference=True)
 
 
 def test_a_big_compact_says_how_long_it_will_take_and_reports_its_progress(store_root, monkeypatch):

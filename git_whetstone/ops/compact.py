@@ -339,9 +339,10 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
 
 
 def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None], *,
-           parse_every_file: bool = False) -> dict[str, str | None]:
+           parse_every_file: bool = False, reference: bool = False) -> dict[str, str | None]:
     """The new text of every file the plan touches (None: delete the file). `parse_every_file`
-    parses even the files a block is only retired from (the reference the tests compare with)."""
+    parses even the files a block is only retired from; `reference` also parses the file again
+    for every block it looks up (both: the slow references the tests compare with)."""
     texts: dict[str, str] = {}
 
     def text_of(rel: str) -> str:
@@ -350,10 +351,13 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
         return texts[rel]
 
-    # rel -> (the text its blocks were read from, its blocks by id): a file is parsed once, not once
-    # per entry changed in it (quadratic at 100,000 entries); an edit inside the file shifts the
-    # blocks after it, anything else (an append, removing the last block) reads the file again.
-    known: dict[str, tuple[str, dict[str, blocks.Block]]] = {}
+    # rel -> (the text its blocks were read from, its blocks by id as parsed, the edits made since):
+    # a file is parsed once, not once per entry changed in it (quadratic at 100,000 entries); an
+    # edit inside the file shifts the blocks after it (kept as (end of the edited block as parsed,
+    # characters added, lines added) and summed when a block is looked up: shifting every block
+    # after each edit was quadratic again), anything else (an append, removing the last block)
+    # reads the file again. `reference` parses the file for every block looked up instead.
+    known: dict[str, tuple[str, dict[str, blocks.Block], list[tuple[int, int, int]]]] = {}
 
     clean: dict[str, bool] = {}  # rel -> whether the file is as the snapshot read it (so it validated)
 
@@ -376,21 +380,27 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         one (read_text turns a lone \r into a line break the index did not see: such a file is parsed)."""
         text = text_of(rel)
         cached = known.get(rel)
-        if span_only and not parse_every_file and (cached is None or cached[0] is not text) and "\r" not in text and unchanged(rel):
+        if span_only and not parse_every_file and not reference and (cached is None or cached[0] is not text) \
+                and "\r" not in text and unchanged(rel):
             heads = [m.start() for m in _HEADS.finditer(text)]
             for k, at in enumerate(heads):
                 if text.startswith(f"## {entry_id} {DOT}", at):
                     end = heads[k + 1] if k + 1 < len(heads) else len(text)
                     return blocks.Block(entry_id, "", (), "", text.count("\n", 0, at) + 1, at, end, text[at:end])
-        if cached is None or cached[0] is not text or entry_id not in cached[1]:
+        if reference or cached is None or cached[0] is not text or entry_id not in cached[1]:
             parsed = blocks.parse(text, rel)
             by_id: dict[str, blocks.Block] = {}
             for b in parsed.blocks:
                 by_id.setdefault(b.id, b)
             if parsed.errors or entry_id not in by_id:
                 raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
-            cached = known[rel] = (text, by_id)
-        return cached[1][entry_id]
+            cached = known[rel] = (text, by_id, [])
+        b = cached[1][entry_id]
+        delta = lines = 0
+        for end, more, more_lines in cached[2]:
+            if b.start >= end:
+                delta, lines = delta + more, lines + more_lines
+        return dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines) if delta or lines else b
 
     def edited(rel: str, block: blocks.Block, new_text: str, removed: bool) -> None:
         old = texts[rel]
@@ -398,15 +408,9 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         cached = known.pop(rel, None)
         if cached is None or cached[0] is not old or (removed and (block.end >= len(old) or not new_text)):
             return
-        delta, lines = len(new_text) - len(old), new_text.count("\n") - old.count("\n")
-        by_id = {}
-        for bid, b in cached[1].items():
-            if b.start >= block.end:
-                b = dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines)
-            elif b.start >= block.start:
-                continue  # the block edited (or removed): never looked up again
-            by_id[bid] = b
-        known[rel] = (new_text, by_id)
+        parsed = cached[1].pop(block.id)  # the block edited (or removed): never looked up again
+        cached[2].append((parsed.end, len(new_text) - len(old), new_text.count("\n") - old.count("\n")))
+        known[rel] = (new_text, cached[1], cached[2])
 
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
     for i in range(snap.size):
