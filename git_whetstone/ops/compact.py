@@ -37,13 +37,13 @@ from ..format.ids import DOT
 from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
-from ..index.records import Entry, text_hash
+from ..index.records import Entry, day_number, text_hash
 from ..semantics import judge as judge_module, words as words_module
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, decisive_key, judge
 from ..semantics.words import content_words
 from ..store import events
 from ..store.store import Store, list_skills
-from ..store.weight import weight
+from ..store.weight import weight, weights
 from .workspace import Workspace
 from .global_layer import clusters
 
@@ -325,10 +325,18 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
                 updates.pop(e.id, None)
             changes.append(f"merge {', '.join(e.id for e in merged)} into {keeper.id} ({scope_of[rows[group[0]]]})")
 
-    # 3. learnings that decayed away (weights use the merged fields)
-    for i, e in entries.items():
-        if e.kind != "learning" or e.id in removed or e.always:  # a rule for every task is the person's to drop
-            continue
+    # 3. learnings that decayed away (weights use the merged fields). Every weight is first bounded
+    # over arrays; only the learnings whose weight may be below the threshold are weighed one by
+    # one, as shown to people (rounded), to decide (`every_pair`: every learning, the reference).
+    order = [i for i, e in entries.items() if e.kind == "learning" and e.id not in removed and not e.always]
+    if not every_pair and order:
+        fields_of = [updates.get(entries[i].id, {}).get("fields", {}) for i in order]
+        rough = weights(np.array([int(f.get("recurrence", entries[i].recurrence)) for i, f in zip(order, fields_of)]),
+                        np.array([day_number(f.get("last_seen", entries[i].last_seen)) for i, f in zip(order, fields_of)]),
+                        day, config)
+        order = np.array(order)[rough < config.retire_weight_threshold + 1e-3].tolist()  # rounding moves it 5e-5
+    for i in order:
+        e = entries[i]
         fields = updates.get(e.id, {}).get("fields", {})
         w = weight(int(fields.get("recurrence", e.recurrence)), fields.get("last_seen", e.last_seen), day, config)
         if w < config.retire_weight_threshold:
