@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from git_whetstone.format import blocks
+from git_whetstone.index import freshness
 from git_whetstone.ops import compact as compact_op
 from git_whetstone.ops.workspace import Workspace
 from git_whetstone.semantics.judge import CONTRADICTS, SAME, decisive_key, judge, read
@@ -107,6 +108,11 @@ def test_compact_plans_the_same_as_judging_every_pair_through_edits(store_root, 
     # compact applied, then a second compact: nothing left to change, and still the reference
     applied = compact_op.compact(SKILL, config=config)
     assert applied["committed"] and git(path, "status", "--porcelain").stdout == ""
+    # its report is about the store it left, as a process reading that store from scratch finds it
+    freshness.LIVE.clear()
+    ws = Workspace.of(config)
+    store = ws.store(SKILL, must_exist=True)
+    assert applied["report"] == compact_op.findings(store, ws.snapshot(store), config)
     again = _check(config, path)
     assert again["changes"] == []
 

@@ -111,7 +111,8 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
         if notice is not None and snap.count >= ESTIMATE_FROM:
             scopes = len({snap.scopes[n][1] for n in np.unique(snap.scope_of[snap.alive]).tolist()})
             notice(estimate(store, snap.count, scopes, dry_run))
-        entries = rows_of(snap)
+        read: dict[tuple[str, str], list[Entry]] = {}
+        entries = rows_of(snap, read)
         plan = plan_of(snap, config, keys=keys, entries=entries, progress=progress)
         committed = False
         if plan.changes and not dry_run:
@@ -121,7 +122,7 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
                                    {store.path / rel: text for rel, text in files.items()})
             committed = True
             snap = ws.snapshot(store)
-            entries = rows_of(snap)
+            entries = rows_of(snap, read)  # the files the commit left alone are not decoded again
     report = findings(store, snap, config, keys, entries)
     keys.save()
     _remember_pace(store, snap.count, time.monotonic() - started, not committed)  # nothing written: a dry run's pace
@@ -144,12 +145,20 @@ class Plan:
     removed: dict[str, str]
 
 
-def rows_of(snap: Snapshot) -> list[Entry | None]:
+def rows_of(snap: Snapshot, read: dict[tuple[str, str], list[Entry]] | None = None) -> list[Entry | None]:
     """`snap.entries` as a list, each file's entries decoded once (row by row, a big store decodes
-    a file again for every few rows asked of it)."""
+    a file again for every few rows asked of it). `read` maps (path, stamp) to the entries of a
+    file as an earlier call found them: a file with the same stamp is not decoded again, and the
+    files decoded now are added to it."""
     out: list[Entry | None] = [None] * snap.size
-    for rows in snap.files.values():
-        out[rows.start:rows.start + rows.n] = rows.entries
+    for path, rows in snap.files.items():
+        # (a file read with a warning serves its last commit, which a stamp does not pin: decoded again)
+        found = read.get((path, rows.stamp)) if read is not None and rows.warning is None else None
+        if found is None:
+            found = rows.entries
+            if read is not None and rows.warning is None:
+                read[(path, rows.stamp)] = found
+        out[rows.start:rows.start + rows.n] = found
     return out
 
 
