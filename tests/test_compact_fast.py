@@ -92,6 +92,15 @@ def test_compact_plans_the_same_as_judging_every_pair_through_edits(store_root, 
           "hand: a scope renamed")
     _check(config, path)
 
+    # a hand edit that makes a rule say what another of its file says (same ids, same scope): the
+    # verdicts kept for that scope must not be reused
+    target = next(p for p in sorted((path / "learnings").glob("*.md"))[5:] if p.read_text().count("\n## ") >= 3)
+    t_rel = str(target.relative_to(path))
+    first, _, third = blocks.parse(target.read_text(), t_rel).blocks[:3]
+    head, _, tail = third.raw.rpartition(third.body)
+    _edit(path, t_rel, lambda t: t[:third.start] + head + first.body + tail + t[third.end:], "hand: a rule said twice")
+    assert any(c.startswith(f"merge {third.id} into {first.id} ") for c in _check(config, path)["changes"])
+
     # a hand edit: a rule turned into its opposite (right for left, or a number changed)
     def flip(t: str) -> str:
         for a, b in (("left", "right"), ("right", "left"), ("2", "3"), ("never", "always")):
@@ -115,6 +124,24 @@ def test_compact_plans_the_same_as_judging_every_pair_through_edits(store_root, 
     assert applied["report"] == compact_op.findings(store, ws.snapshot(store), config)
     again = _check(config, path)
     assert again["changes"] == []
+    kept = json.loads((path / ".git" / compact_op.Keys.FILE).read_text())["scopes"]
+    assert len(kept) > 100  # each scope's verdicts, which the next run reuses where nothing changed
+
+    # a branch of an older commit (before the compact and the revert), then back, then that branch
+    # reset by hand to older still: every scope the switch changed is judged again
+    git(path, "checkout", "-q", "-b", "older", "HEAD~3")
+    _check(config, path)
+    git(path, "checkout", "-q", "-")
+    assert _check(config, path)["changes"] == []
+    git(path, "checkout", "-q", "older")
+    git(path, "reset", "-q", "--hard", "HEAD~2")
+    _check(config, path)
+
+    # a day half a year later: more learnings decay below the bar, and nothing kept hides them
+    later = _check(config, path)["changes"]
+    monkeypatch.setenv("WHETSTONE_TODAY", "2027-01-01")
+    assert sum(c.startswith("retire") for c in _check(config, path)["changes"]) > \
+        sum(c.startswith("retire") for c in later)
 
 
 def test_the_decisive_key_is_shared_by_every_pair_the_judge_settles(store_root, monkeypatch) -> None:

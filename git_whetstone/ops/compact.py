@@ -170,32 +170,69 @@ class Keys:
 
     FILE = "whetstone-compact.json"
 
-    def __init__(self, saved: dict[str, str] | None = None, path: Path | None = None) -> None:
+    def __init__(self, saved: dict[str, str] | None = None, path: Path | None = None,
+                 scopes: dict[str, Any] | None = None) -> None:
         self.saved = saved or {}            # text hash -> key, as found on disk
         self.path = path
         self.number_of: dict[str, int] = {}  # text -> number of its key
         self.known: dict[str, int] = {}      # key -> its number
         self.used: dict[str, str] = {}       # text hash -> key, for every text looked at
         self.read = 0                        # texts whose key was not saved
+        # A scope's verdicts (its duplicates, its look-alikes) by the digest of all they depend on
+        # (see `digest`): a scope nobody changed since the last compact is not judged again.
+        self.saved_scopes = scopes or {}
+        self.used_scopes: dict[str, Any] = {}
 
     @classmethod
     def load(cls, store: Store) -> "Keys":
         path = store.path / ".git" / cls.FILE
         try:
             data = json.loads(path.read_bytes())
-            saved = data["keys"] if data.get("code") == _code() and isinstance(data.get("keys"), dict) else {}
+            ours = data.get("code") == _code()
+            saved = data["keys"] if ours and isinstance(data.get("keys"), dict) else {}
+            scopes = data.get("scopes") if ours and isinstance(data.get("scopes"), dict) else {}
         except (OSError, ValueError, AttributeError):
-            saved = {}
-        return cls(saved, path)
+            saved, scopes = {}, {}
+        return cls(saved, path, scopes)
 
     def save(self) -> None:
-        """Keep the keys of the texts looked at this time (when one was new, or some are gone)."""
-        if self.path is None or (not self.read and len(self.used) == len(self.saved)):
+        """Keep the keys of the texts looked at this time, and the verdicts of the scopes (when one
+        was new, or some are gone)."""
+        if self.path is None or (not self.read and len(self.used) == len(self.saved)
+                                 and self.used_scopes.keys() == self.saved_scopes.keys()):
             return
         try:
-            write_atomic(self.path, json.dumps({"code": _code(), "keys": self.used}, separators=(",", ":")))
+            write_atomic(self.path, json.dumps({"code": _code(), "keys": self.used, "scopes": self.used_scopes},
+                                               separators=(",", ":")))
         except OSError:
             pass  # a cache: the next compact reads the texts again
+
+    def digest(self, what: str, config: Config, snap: Snapshot, entries: list[Entry | None], rows: list[int]) -> str:
+        """Everything a scope's verdicts depend on: which verdicts, the configuration, and its rows
+        in order (id, scope as written, rule, vector). The keys saved for its rules are kept too:
+        a scope not judged again still has its rules looked at."""
+        h = hashlib.sha1(f"{what}\0{config!r}\0".encode())
+        for i in rows:
+            e = entries[i]
+            digest = text_hash(e.body)
+            key = self.saved.get(digest)
+            if key is not None:
+                self.used[digest] = key
+            h.update(f"{e.id}\0{e.scope}\0{digest}\0".encode())
+        h.update(np.ascontiguousarray(snap.vectors[rows]).tobytes())
+        return h.hexdigest()
+
+    def recall(self, digest: str) -> Any:
+        """The verdicts kept for `digest` (None: not kept)."""
+        found = self.used_scopes.get(digest)
+        if found is None:
+            found = self.saved_scopes.get(digest)
+            if found is not None:
+                self.used_scopes[digest] = found
+        return found
+
+    def keep(self, digest: str, verdicts: Any) -> None:
+        self.used_scopes[digest] = verdicts
 
     def shared(self, texts: list[str], pairs: np.ndarray) -> np.ndarray:
         """A mask over `pairs` (positions in `texts`): the pairs whose two texts share a key."""
@@ -219,8 +256,8 @@ class Keys:
 
 @functools.cache
 def _code() -> str:
-    """What the keys depend on: the judge's and the words' code."""
-    digest = hashlib.sha256()
+    """What the keys and the verdicts depend on: the judge's, the words' and compact's code."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
     for module in (judge_module, words_module):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()[:16]
@@ -302,19 +339,13 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
-        sims = snap.vectors[rows] @ snap.vectors[rows].T
-        groups = Groups(len(rows))
-        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
-        # (and of those, only about the pairs whose words could make them one rule), and only a
-        # pair it is sure of merges (what it is unsure of, the report lists)
-        pairs = np.argwhere(np.triu(sims >= config.threshold("dedup"), 1))
-        if not every_pair:
-            pairs = pairs[keys.shared([entries[i].body for i in rows], pairs)]
-        for a, b in pairs.tolist():
-            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
-            if verdict.relation == SAME:
-                groups.union(a, b)
-        for group in groups.groups():
+        digest = None if every_pair else keys.digest("same", config, snap, every, rows)
+        found = None if digest is None else keys.recall(digest)
+        if found is None:
+            found = _duplicates(snap, config, every_pair, keys, entries, rows)
+            if digest is not None:
+                keys.keep(digest, found)
+        for group in found:
             keeper, merged = entries[rows[group[0]]], [entries[rows[g]] for g in group[1:]]
             update = updates.setdefault(keeper.id, {})
             provenance = [p for e in merged for p in e.provenance]
@@ -353,6 +384,25 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
             updates.pop(e.id, None)
             changes.append(f"retire {e.id} ({e.scope}): weight {w:.3f} < {config.retire_weight_threshold:g}")
     return Plan(changes, updates, removed)
+
+
+def _duplicates(snap: Snapshot, config: Config, every_pair: bool, keys: Keys, entries: dict[int, Entry],
+                rows: list[int]) -> list[list[int]]:
+    """The groups of one scope's rows (positions in `rows`, sorted by id) that the judge is sure
+    are one rule."""
+    sims = snap.vectors[rows] @ snap.vectors[rows].T
+    groups = Groups(len(rows))
+    # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+    # (and of those, only about the pairs whose words could make them one rule), and only a
+    # pair it is sure of merges (what it is unsure of, the report lists)
+    pairs = np.argwhere(np.triu(sims >= config.threshold("dedup"), 1))
+    if not every_pair:
+        pairs = pairs[keys.shared([entries[i].body for i in rows], pairs)]
+    for a, b in pairs.tolist():
+        verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
+        if verdict.relation == SAME:
+            groups.union(a, b)
+    return groups.groups()
 
 
 def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None], *,
@@ -574,30 +624,40 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
     found = []
     rest: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # unsure by their keys: (old rows, new rows, cosines)
 
-    def look(old_row: int, new_row: int, sim: float) -> None:
+    def look(old_row: int, new_row: int, sim: float, out: list[dict[str, Any]]) -> None:
         old, new = entries[old_row], entries[new_row]
         verdict = judge(new.body, old.body, sim, config, same_scope=True)
         if verdict.relation in (CONTRADICTS, UNSURE):
-            found.append({"ids": [old.id, new.id], "relation": verdict.relation,
-                          "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
-                          "rules": [old.body, new.body], "scope": old.scope})
+            out.append({"ids": [old.id, new.id], "relation": verdict.relation,
+                        "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
+                        "rules": [old.body, new.body], "scope": old.scope})
 
     for rows in by_scope.values():
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
-        sims = snap.vectors[rows] @ snap.vectors[rows].T
-        pairs = np.argwhere(np.triu(sims >= grey, 1))
-        if not every_pair and len(pairs):
-            shared = keys.shared([entries[i].body for i in rows], pairs)
-            other = pairs[~shared]
-            cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
-            unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
+        digest = None if every_pair else keys.digest("alike", config, snap, entries, rows)
+        kept = None if digest is None else keys.recall(digest)
+        if kept is None:  # this scope's pairs judged (the others, with their cosines, for later)
+            kept = {"found": [], "rest": []}
+            sims = snap.vectors[rows] @ snap.vectors[rows].T
+            pairs = np.argwhere(np.triu(sims >= grey, 1))
+            if not every_pair and len(pairs):
+                shared = keys.shared([entries[i].body for i in rows], pairs)
+                other = pairs[~shared]
+                cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
+                unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
+                kept["rest"] = [[a, b, c] for (a, b), c in zip(other[unsure].tolist(), cosines[unsure].tolist())]
+                pairs = pairs[shared]
+            for a, b in pairs.tolist():
+                look(rows[a], rows[b], float(sims[a, b]), kept["found"])
+            if digest is not None:
+                keys.keep(digest, kept)
+        found += kept["found"]
+        if kept["rest"]:
             index = np.array(rows, np.int64)
-            rest.append((index[other[unsure, 0]], index[other[unsure, 1]], cosines[unsure]))
-            pairs = pairs[shared]
-        for a, b in pairs.tolist():
-            look(rows[a], rows[b], float(sims[a, b]))
+            at = np.array([[a, b] for a, b, _ in kept["rest"]], np.int64)
+            rest.append((index[at[:, 0]], index[at[:, 1]], np.array([c for _, _, c in kept["rest"]], np.float64)))
     if rest:
         olds, news, cosines = (np.concatenate(part) for part in zip(*rest))
         # every contradiction is found already and comes first; unsure pairs fill what is left of
@@ -614,7 +674,7 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
             cut = np.partition(every, len(every) - room)[len(every) - room]
             keep = cosines >= cut - 0.002
         for old_row, new_row, sim in zip(olds[keep].tolist(), news[keep].tolist(), cosines[keep].tolist()):
-            look(old_row, new_row, sim)
+            look(old_row, new_row, sim, found)
     found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
     return found[:limit]
 
