@@ -166,7 +166,8 @@ class Keys:
     """Each rule's `decisive_key`, read once: two rules whose keys differ are never the same rule
     nor a contradiction, so compact asks the judge only about close pairs that share one. The keys
     are kept in .git/whetstone-compact.json by the hash of the rule's text (and of the code that
-    reads it), so the next compact reads only the rules it has not seen."""
+    reads it), so the next compact reads only the rules it has not seen; beside them, each scope's
+    duplicates, so the next compact judges only the scopes that changed."""
 
     FILE = "whetstone-compact.json"
 
@@ -178,8 +179,10 @@ class Keys:
         self.known: dict[str, int] = {}      # key -> its number
         self.used: dict[str, str] = {}       # text hash -> key, for every text looked at
         self.read = 0                        # texts whose key was not saved
-        # A scope's verdicts (its duplicates, its look-alikes) by the digest of all they depend on
-        # (see `digest`): a scope nobody changed since the last compact is not judged again.
+        # A scope's duplicates by the digest of all they depend on (see `digest`): a scope nobody
+        # changed since the last compact is not judged again. (Its look-alikes are not kept: their
+        # unsure pairs and cosines made the file tens of MB at 100,000 entries, slower to read
+        # and write than judging them again.)
         self.saved_scopes = scopes or {}
         self.used_scopes: dict[str, Any] = {}
 
@@ -624,40 +627,30 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
     found = []
     rest: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # unsure by their keys: (old rows, new rows, cosines)
 
-    def look(old_row: int, new_row: int, sim: float, out: list[dict[str, Any]]) -> None:
+    def look(old_row: int, new_row: int, sim: float) -> None:
         old, new = entries[old_row], entries[new_row]
         verdict = judge(new.body, old.body, sim, config, same_scope=True)
         if verdict.relation in (CONTRADICTS, UNSURE):
-            out.append({"ids": [old.id, new.id], "relation": verdict.relation,
-                        "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
-                        "rules": [old.body, new.body], "scope": old.scope})
+            found.append({"ids": [old.id, new.id], "relation": verdict.relation,
+                          "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
+                          "rules": [old.body, new.body], "scope": old.scope})
 
     for rows in by_scope.values():
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
-        digest = None if every_pair else keys.digest("alike", config, snap, entries, rows)
-        kept = None if digest is None else keys.recall(digest)
-        if kept is None:  # this scope's pairs judged (the others, with their cosines, for later)
-            kept = {"found": [], "rest": []}
-            sims = snap.vectors[rows] @ snap.vectors[rows].T
-            pairs = np.argwhere(np.triu(sims >= grey, 1))
-            if not every_pair and len(pairs):
-                shared = keys.shared([entries[i].body for i in rows], pairs)
-                other = pairs[~shared]
-                cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
-                unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
-                kept["rest"] = [[a, b, c] for (a, b), c in zip(other[unsure].tolist(), cosines[unsure].tolist())]
-                pairs = pairs[shared]
-            for a, b in pairs.tolist():
-                look(rows[a], rows[b], float(sims[a, b]), kept["found"])
-            if digest is not None:
-                keys.keep(digest, kept)
-        found += kept["found"]
-        if kept["rest"]:
+        sims = snap.vectors[rows] @ snap.vectors[rows].T
+        pairs = np.argwhere(np.triu(sims >= grey, 1))
+        if not every_pair and len(pairs):
+            shared = keys.shared([entries[i].body for i in rows], pairs)
+            other = pairs[~shared]
+            cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
+            unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
             index = np.array(rows, np.int64)
-            at = np.array([[a, b] for a, b, _ in kept["rest"]], np.int64)
-            rest.append((index[at[:, 0]], index[at[:, 1]], np.array([c for _, _, c in kept["rest"]], np.float64)))
+            rest.append((index[other[unsure, 0]], index[other[unsure, 1]], cosines[unsure]))
+            pairs = pairs[shared]
+        for a, b in pairs.tolist():
+            look(rows[a], rows[b], float(sims[a, b]))
     if rest:
         olds, news, cosines = (np.concatenate(part) for part in zip(*rest))
         # every contradiction is found already and comes first; unsure pairs fill what is left of
@@ -674,7 +667,7 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
             cut = np.partition(every, len(every) - room)[len(every) - room]
             keep = cosines >= cut - 0.002
         for old_row, new_row, sim in zip(olds[keep].tolist(), news[keep].tolist(), cosines[keep].tolist()):
-            look(old_row, new_row, sim, found)
+            look(old_row, new_row, sim)
     found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
     return found[:limit]
 
