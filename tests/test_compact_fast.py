@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from git_whetstone.format import blocks
+from git_whetstone.index import freshness
 from git_whetstone.ops import compact as compact_op
 from git_whetstone.ops.workspace import Workspace
 from git_whetstone.semantics.judge import CONTRADICTS, SAME, decisive_key, judge, read
@@ -91,6 +92,15 @@ def test_compact_plans_the_same_as_judging_every_pair_through_edits(store_root, 
           "hand: a scope renamed")
     _check(config, path)
 
+    # a hand edit that makes a rule say what another of its file says (same ids, same scope): the
+    # verdicts kept for that scope must not be reused
+    target = next(p for p in sorted((path / "learnings").glob("*.md"))[5:] if p.read_text().count("\n## ") >= 3)
+    t_rel = str(target.relative_to(path))
+    first, _, third = blocks.parse(target.read_text(), t_rel).blocks[:3]
+    head, _, tail = third.raw.rpartition(third.body)
+    _edit(path, t_rel, lambda t: t[:third.start] + head + first.body + tail + t[third.end:], "hand: a rule said twice")
+    assert any(c.startswith(f"merge {third.id} into {first.id} ") for c in _check(config, path)["changes"])
+
     # a hand edit: a rule turned into its opposite (right for left, or a number changed)
     def flip(t: str) -> str:
         for a, b in (("left", "right"), ("right", "left"), ("2", "3"), ("never", "always")):
@@ -107,8 +117,31 @@ def test_compact_plans_the_same_as_judging_every_pair_through_edits(store_root, 
     # compact applied, then a second compact: nothing left to change, and still the reference
     applied = compact_op.compact(SKILL, config=config)
     assert applied["committed"] and git(path, "status", "--porcelain").stdout == ""
+    # its report is about the store it left, as a process reading that store from scratch finds it
+    freshness.LIVE.clear()
+    ws = Workspace.of(config)
+    store = ws.store(SKILL, must_exist=True)
+    assert applied["report"] == compact_op.findings(store, ws.snapshot(store), config)
     again = _check(config, path)
     assert again["changes"] == []
+    kept = json.loads((path / ".git" / compact_op.Keys.FILE).read_text())["scopes"]
+    assert len(kept) > 100  # each scope's verdicts, which the next run reuses where nothing changed
+
+    # a branch of an older commit (before the compact and the revert), then back, then that branch
+    # reset by hand to older still: every scope the switch changed is judged again
+    git(path, "checkout", "-q", "-b", "older", "HEAD~3")
+    _check(config, path)
+    git(path, "checkout", "-q", "-")
+    assert _check(config, path)["changes"] == []
+    git(path, "checkout", "-q", "older")
+    git(path, "reset", "-q", "--hard", "HEAD~2")
+    _check(config, path)
+
+    # a day half a year later: more learnings decay below the bar, and nothing kept hides them
+    later = _check(config, path)["changes"]
+    monkeypatch.setenv("WHETSTONE_TODAY", "2027-01-01")
+    assert sum(c.startswith("retire") for c in _check(config, path)["changes"]) > \
+        sum(c.startswith("retire") for c in later)
 
 
 def test_the_decisive_key_is_shared_by_every_pair_the_judge_settles(store_root, monkeypatch) -> None:
@@ -152,6 +185,15 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     """A block is retired from a file the index read cleanly by its heading's place alone; the
     files come out as when every file is parsed, including a file edited after the snapshot."""
     _, config, built = bench_store(monkeypatch, SKILL, 3_000, 6)
+    # copies of a rule in its own file, for blocks merged in place (a file edited several times)
+    for n, file in enumerate(sorted((built.path / "learnings").glob("*.md"))[:40:2]):
+        text = file.read_text()
+        block = blocks.parse(text, file.name).blocks[-1]
+        copy = blocks.render(f"L9{n:04d}", block.title, [("recurrence", "2"), ("first_seen", "2026-06-01"),
+                                                         ("last_seen", "2026-06-30"), ("scope", block.scope)],
+                             block.body.replace(".", ". "))
+        file.write_text(blocks.append(text, copy) if n % 2 else copy + "\n" + text)
+    git(built.path, "commit", "-qam", "hand: copies")
     ws = Workspace.of(config)
     store = ws.store(SKILL, must_exist=True)
     snap = ws.snapshot(store)
@@ -165,6 +207,12 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     fast = compact_op._apply(store, snap, plan, entries)
     slow = compact_op._apply(store, snap, plan, entries, parse_every_file=True)
     assert fast == slow
+    # and as when every block looked up is found by parsing its file as it is then (no block's place
+    # carried over from an earlier edit of the file): blocks moved out, merged in place, retired
+    moved = sum("scope" in update for update in plan.updates.values())
+    merged = sum("provenance" in update for update in plan.updates.values())
+    assert moved > 100 and merged >= 10
+    assert fast == compact_op._apply(store, snap, plan, entries, reference=True)
 
 
 def test_a_big_compact_says_how_long_it_will_take_and_reports_its_progress(store_root, monkeypatch):

@@ -469,7 +469,7 @@ def append(text: str, block_text: str) -> str:
         return block_text
     newline = newline_of(text)
     base = text if text.endswith("\n") else text + newline
-    if not re.search(r"\n[ \t\r]*\n\Z", base):
+    if not base[:-1].rstrip(" \t\r").endswith("\n"):  # it ends in a blank line already (no regex: a long file)
         base += newline
     return base + _in_style(block_text, newline)
 

@@ -26,7 +26,12 @@ def is_entry_id(text: object) -> bool:
 
 def heading_ids(text: str) -> list[tuple[str, int]]:
     """Every block id in `text` with its line, valid block or not: what a person meant to claim."""
-    return [(m.group(1), text.count("\n", 0, m.start()) + 1) for m in _HEADING_ID.finditer(text)]
+    found, line, seen = [], 1, 0
+    for m in _HEADING_ID.finditer(text):  # lines counted from the last heading on: linear in the text
+        line += text.count("\n", seen, m.start())
+        seen = m.start()
+        found.append((m.group(1), line))
+    return found
 
 
 def line_id(line: str) -> str | None:

@@ -37,13 +37,13 @@ from ..format.ids import DOT
 from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
-from ..index.records import Entry, text_hash
+from ..index.records import Entry, day_number, text_hash
 from ..semantics import judge as judge_module, words as words_module
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, decisive_key, judge
 from ..semantics.words import content_words
 from ..store import events
 from ..store.store import Store, list_skills
-from ..store.weight import weight
+from ..store.weight import weight, weights
 from .workspace import Workspace
 from .global_layer import clusters
 
@@ -111,7 +111,8 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
         if notice is not None and snap.count >= ESTIMATE_FROM:
             scopes = len({snap.scopes[n][1] for n in np.unique(snap.scope_of[snap.alive]).tolist()})
             notice(estimate(store, snap.count, scopes, dry_run))
-        entries = rows_of(snap)
+        read: dict[tuple[str, str], list[Entry]] = {}
+        entries = rows_of(snap, read)
         plan = plan_of(snap, config, keys=keys, entries=entries, progress=progress)
         committed = False
         if plan.changes and not dry_run:
@@ -121,7 +122,7 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
                                    {store.path / rel: text for rel, text in files.items()})
             committed = True
             snap = ws.snapshot(store)
-            entries = rows_of(snap)
+            entries = rows_of(snap, read)  # the files the commit left alone are not decoded again
     report = findings(store, snap, config, keys, entries)
     keys.save()
     _remember_pace(store, snap.count, time.monotonic() - started, not committed)  # nothing written: a dry run's pace
@@ -144,12 +145,20 @@ class Plan:
     removed: dict[str, str]
 
 
-def rows_of(snap: Snapshot) -> list[Entry | None]:
+def rows_of(snap: Snapshot, read: dict[tuple[str, str], list[Entry]] | None = None) -> list[Entry | None]:
     """`snap.entries` as a list, each file's entries decoded once (row by row, a big store decodes
-    a file again for every few rows asked of it)."""
+    a file again for every few rows asked of it). `read` maps (path, stamp) to the entries of a
+    file as an earlier call found them: a file with the same stamp is not decoded again, and the
+    files decoded now are added to it."""
     out: list[Entry | None] = [None] * snap.size
-    for rows in snap.files.values():
-        out[rows.start:rows.start + rows.n] = rows.entries
+    for path, rows in snap.files.items():
+        # (a file read with a warning serves its last commit, which a stamp does not pin: decoded again)
+        found = read.get((path, rows.stamp)) if read is not None and rows.warning is None else None
+        if found is None:
+            found = rows.entries
+            if read is not None and rows.warning is None:
+                read[(path, rows.stamp)] = found
+        out[rows.start:rows.start + rows.n] = found
     return out
 
 
@@ -157,36 +166,76 @@ class Keys:
     """Each rule's `decisive_key`, read once: two rules whose keys differ are never the same rule
     nor a contradiction, so compact asks the judge only about close pairs that share one. The keys
     are kept in .git/whetstone-compact.json by the hash of the rule's text (and of the code that
-    reads it), so the next compact reads only the rules it has not seen."""
+    reads it), so the next compact reads only the rules it has not seen; beside them, each scope's
+    duplicates, so the next compact judges only the scopes that changed."""
 
     FILE = "whetstone-compact.json"
 
-    def __init__(self, saved: dict[str, str] | None = None, path: Path | None = None) -> None:
+    def __init__(self, saved: dict[str, str] | None = None, path: Path | None = None,
+                 scopes: dict[str, Any] | None = None) -> None:
         self.saved = saved or {}            # text hash -> key, as found on disk
         self.path = path
         self.number_of: dict[str, int] = {}  # text -> number of its key
         self.known: dict[str, int] = {}      # key -> its number
         self.used: dict[str, str] = {}       # text hash -> key, for every text looked at
         self.read = 0                        # texts whose key was not saved
+        # A scope's duplicates by the digest of all they depend on (see `digest`): a scope nobody
+        # changed since the last compact is not judged again. (Its look-alikes are not kept: their
+        # unsure pairs and cosines made the file tens of MB at 100,000 entries, slower to read
+        # and write than judging them again.)
+        self.saved_scopes = scopes or {}
+        self.used_scopes: dict[str, Any] = {}
 
     @classmethod
     def load(cls, store: Store) -> "Keys":
         path = store.path / ".git" / cls.FILE
         try:
             data = json.loads(path.read_bytes())
-            saved = data["keys"] if data.get("code") == _code() and isinstance(data.get("keys"), dict) else {}
+            ours = data.get("code") == _code()
+            saved = data["keys"] if ours and isinstance(data.get("keys"), dict) else {}
+            scopes = data.get("scopes") if ours and isinstance(data.get("scopes"), dict) else {}
         except (OSError, ValueError, AttributeError):
-            saved = {}
-        return cls(saved, path)
+            saved, scopes = {}, {}
+        return cls(saved, path, scopes)
 
     def save(self) -> None:
-        """Keep the keys of the texts looked at this time (when one was new, or some are gone)."""
-        if self.path is None or (not self.read and len(self.used) == len(self.saved)):
+        """Keep the keys of the texts looked at this time, and the verdicts of the scopes (when one
+        was new, or some are gone)."""
+        if self.path is None or (not self.read and len(self.used) == len(self.saved)
+                                 and self.used_scopes.keys() == self.saved_scopes.keys()):
             return
         try:
-            write_atomic(self.path, json.dumps({"code": _code(), "keys": self.used}, separators=(",", ":")))
+            write_atomic(self.path, json.dumps({"code": _code(), "keys": self.used, "scopes": self.used_scopes},
+                                               separators=(",", ":")))
         except OSError:
             pass  # a cache: the next compact reads the texts again
+
+    def digest(self, what: str, config: Config, snap: Snapshot, entries: list[Entry | None], rows: list[int]) -> str:
+        """Everything a scope's verdicts depend on: which verdicts, the configuration, and its rows
+        in order (id, scope as written, rule, vector). The keys saved for its rules are kept too:
+        a scope not judged again still has its rules looked at."""
+        h = hashlib.sha1(f"{what}\0{config!r}\0".encode())
+        for i in rows:
+            e = entries[i]
+            digest = text_hash(e.body)
+            key = self.saved.get(digest)
+            if key is not None:
+                self.used[digest] = key
+            h.update(f"{e.id}\0{e.scope}\0{digest}\0".encode())
+        h.update(np.ascontiguousarray(snap.vectors[rows]).tobytes())
+        return h.hexdigest()
+
+    def recall(self, digest: str) -> Any:
+        """The verdicts kept for `digest` (None: not kept)."""
+        found = self.used_scopes.get(digest)
+        if found is None:
+            found = self.saved_scopes.get(digest)
+            if found is not None:
+                self.used_scopes[digest] = found
+        return found
+
+    def keep(self, digest: str, verdicts: Any) -> None:
+        self.used_scopes[digest] = verdicts
 
     def shared(self, texts: list[str], pairs: np.ndarray) -> np.ndarray:
         """A mask over `pairs` (positions in `texts`): the pairs whose two texts share a key."""
@@ -210,8 +259,8 @@ class Keys:
 
 @functools.cache
 def _code() -> str:
-    """What the keys depend on: the judge's and the words' code."""
-    digest = hashlib.sha256()
+    """What the keys and the verdicts depend on: the judge's, the words' and compact's code."""
+    digest = hashlib.sha256(Path(__file__).read_bytes())
     for module in (judge_module, words_module):
         digest.update(Path(module.__file__).read_bytes())
     return digest.hexdigest()[:16]
@@ -293,19 +342,13 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
-        sims = snap.vectors[rows] @ snap.vectors[rows].T
-        groups = Groups(len(rows))
-        # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
-        # (and of those, only about the pairs whose words could make them one rule), and only a
-        # pair it is sure of merges (what it is unsure of, the report lists)
-        pairs = np.argwhere(np.triu(sims >= config.threshold("dedup"), 1))
-        if not every_pair:
-            pairs = pairs[keys.shared([entries[i].body for i in rows], pairs)]
-        for a, b in pairs.tolist():
-            verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
-            if verdict.relation == SAME:
-                groups.union(a, b)
-        for group in groups.groups():
+        digest = None if every_pair else keys.digest("same", config, snap, every, rows)
+        found = None if digest is None else keys.recall(digest)
+        if found is None:
+            found = _duplicates(snap, config, every_pair, keys, entries, rows)
+            if digest is not None:
+                keys.keep(digest, found)
+        for group in found:
             keeper, merged = entries[rows[group[0]]], [entries[rows[g]] for g in group[1:]]
             update = updates.setdefault(keeper.id, {})
             provenance = [p for e in merged for p in e.provenance]
@@ -325,10 +368,18 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
                 updates.pop(e.id, None)
             changes.append(f"merge {', '.join(e.id for e in merged)} into {keeper.id} ({scope_of[rows[group[0]]]})")
 
-    # 3. learnings that decayed away (weights use the merged fields)
-    for i, e in entries.items():
-        if e.kind != "learning" or e.id in removed or e.always:  # a rule for every task is the person's to drop
-            continue
+    # 3. learnings that decayed away (weights use the merged fields). Every weight is first bounded
+    # over arrays; only the learnings whose weight may be below the threshold are weighed one by
+    # one, as shown to people (rounded), to decide (`every_pair`: every learning, the reference).
+    order = [i for i, e in entries.items() if e.kind == "learning" and e.id not in removed and not e.always]
+    if not every_pair and order:
+        fields_of = [updates.get(entries[i].id, {}).get("fields", {}) for i in order]
+        rough = weights(np.array([int(f.get("recurrence", entries[i].recurrence)) for i, f in zip(order, fields_of)]),
+                        np.array([day_number(f.get("last_seen", entries[i].last_seen)) for i, f in zip(order, fields_of)]),
+                        day, config)
+        order = np.array(order)[rough < config.retire_weight_threshold + 1e-3].tolist()  # rounding moves it 5e-5
+    for i in order:
+        e = entries[i]
         fields = updates.get(e.id, {}).get("fields", {})
         w = weight(int(fields.get("recurrence", e.recurrence)), fields.get("last_seen", e.last_seen), day, config)
         if w < config.retire_weight_threshold:
@@ -338,10 +389,30 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     return Plan(changes, updates, removed)
 
 
+def _duplicates(snap: Snapshot, config: Config, every_pair: bool, keys: Keys, entries: dict[int, Entry],
+                rows: list[int]) -> list[list[int]]:
+    """The groups of one scope's rows (positions in `rows`, sorted by id) that the judge is sure
+    are one rule."""
+    sims = snap.vectors[rows] @ snap.vectors[rows].T
+    groups = Groups(len(rows))
+    # only a pair at the dedup bar can be a duplicate: the judge is asked about those alone
+    # (and of those, only about the pairs whose words could make them one rule), and only a
+    # pair it is sure of merges (what it is unsure of, the report lists)
+    pairs = np.argwhere(np.triu(sims >= config.threshold("dedup"), 1))
+    if not every_pair:
+        pairs = pairs[keys.shared([entries[i].body for i in rows], pairs)]
+    for a, b in pairs.tolist():
+        verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
+        if verdict.relation == SAME:
+            groups.union(a, b)
+    return groups.groups()
+
+
 def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None], *,
-           parse_every_file: bool = False) -> dict[str, str | None]:
+           parse_every_file: bool = False, reference: bool = False) -> dict[str, str | None]:
     """The new text of every file the plan touches (None: delete the file). `parse_every_file`
-    parses even the files a block is only retired from (the reference the tests compare with)."""
+    parses even the files a block is only retired from; `reference` also parses the file again
+    for every block it looks up (both: the slow references the tests compare with)."""
     texts: dict[str, str] = {}
 
     def text_of(rel: str) -> str:
@@ -350,10 +421,13 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
         return texts[rel]
 
-    # rel -> (the text its blocks were read from, its blocks by id): a file is parsed once, not once
-    # per entry changed in it (quadratic at 100,000 entries); an edit inside the file shifts the
-    # blocks after it, anything else (an append, removing the last block) reads the file again.
-    known: dict[str, tuple[str, dict[str, blocks.Block]]] = {}
+    # rel -> (the text its blocks were read from, its blocks by id as parsed, the edits made since):
+    # a file is parsed once, not once per entry changed in it (quadratic at 100,000 entries); an
+    # edit inside the file shifts the blocks after it (kept as (end of the edited block as parsed,
+    # characters added, lines added) and summed when a block is looked up: shifting every block
+    # after each edit was quadratic again), anything else (an append, removing the last block)
+    # reads the file again. `reference` parses the file for every block looked up instead.
+    known: dict[str, tuple[str, dict[str, blocks.Block], list[tuple[int, int, int]]]] = {}
 
     clean: dict[str, bool] = {}  # rel -> whether the file is as the snapshot read it (so it validated)
 
@@ -376,21 +450,27 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         one (read_text turns a lone \r into a line break the index did not see: such a file is parsed)."""
         text = text_of(rel)
         cached = known.get(rel)
-        if span_only and not parse_every_file and (cached is None or cached[0] is not text) and "\r" not in text and unchanged(rel):
+        if span_only and not parse_every_file and not reference and (cached is None or cached[0] is not text) \
+                and "\r" not in text and unchanged(rel):
             heads = [m.start() for m in _HEADS.finditer(text)]
             for k, at in enumerate(heads):
                 if text.startswith(f"## {entry_id} {DOT}", at):
                     end = heads[k + 1] if k + 1 < len(heads) else len(text)
                     return blocks.Block(entry_id, "", (), "", text.count("\n", 0, at) + 1, at, end, text[at:end])
-        if cached is None or cached[0] is not text or entry_id not in cached[1]:
+        if reference or cached is None or cached[0] is not text or entry_id not in cached[1]:
             parsed = blocks.parse(text, rel)
             by_id: dict[str, blocks.Block] = {}
             for b in parsed.blocks:
                 by_id.setdefault(b.id, b)
             if parsed.errors or entry_id not in by_id:
                 raise WhetstoneError(f"{rel} changed or does not validate; run compact again", exit_code=RUNTIME)
-            cached = known[rel] = (text, by_id)
-        return cached[1][entry_id]
+            cached = known[rel] = (text, by_id, [])
+        b = cached[1][entry_id]
+        delta = lines = 0
+        for end, more, more_lines in cached[2]:
+            if b.start >= end:
+                delta, lines = delta + more, lines + more_lines
+        return dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines) if delta or lines else b
 
     def edited(rel: str, block: blocks.Block, new_text: str, removed: bool) -> None:
         old = texts[rel]
@@ -398,15 +478,9 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         cached = known.pop(rel, None)
         if cached is None or cached[0] is not old or (removed and (block.end >= len(old) or not new_text)):
             return
-        delta, lines = len(new_text) - len(old), new_text.count("\n") - old.count("\n")
-        by_id = {}
-        for bid, b in cached[1].items():
-            if b.start >= block.end:
-                b = dataclasses.replace(b, start=b.start + delta, end=b.end + delta, line=b.line + lines)
-            elif b.start >= block.start:
-                continue  # the block edited (or removed): never looked up again
-            by_id[bid] = b
-        known[rel] = (new_text, by_id)
+        parsed = cached[1].pop(block.id)  # the block edited (or removed): never looked up again
+        cached[2].append((parsed.end, len(new_text) - len(old), new_text.count("\n") - old.count("\n")))
+        known[rel] = (new_text, cached[1], cached[2])
 
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
     for i in range(snap.size):
