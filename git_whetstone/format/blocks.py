@@ -302,13 +302,13 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
         err(first, f"{bid} has an empty title")
 
     fields: list[tuple[str, str]] = []
-    i = 1
-    while i < len(texts) and texts[i].startswith("- "):  # no field line starts otherwise
-        match = _FIELD.match(texts[i])
-        if not match:
+    i, n, field = 1, len(texts), _FIELD.match
+    while i < n:
+        match = field(texts[i])
+        if match is None:
             break
         key, value = match.groups()
-        fields.append((key, (value or "").strip()))
+        fields.append((key, value.strip() if value else ""))
         i += 1
     if i < len(texts) and texts[i].strip():
         line = first + i
@@ -333,7 +333,8 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
     _check_body(body_lines, body_start, err)
     if not body_lines:
         err(first, f"{bid} has an empty body")
-    elif all(_LINK_DEFINITION.match(line) or not line.strip() for line in body_lines):
+    elif body_lines[0][:1] not in _LETTERS and all(_LINK_DEFINITION.match(line) or not line.strip()
+                                                   for line in body_lines):  # (text is no link definition)
         err(body_start, f"{bid} has an empty body (link definitions alone show nothing)")
 
     _check_fields(prefix, bid, fields, first, err)
