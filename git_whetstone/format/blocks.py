@@ -72,6 +72,7 @@ _LIST_CONTINUATION = re.compile(r"^(?: {0,3}-(?:[ \t]|$)| {2,}\S|[ ]*\t)")
 _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:(?:[A-Za-z]\.)+[A-Za-z]|vs|cf|approx|incl|resp|Mr|Mrs|Ms|Dr|St)$")
 # . ! or ? then a space and the next sentence's first character (or the end); or a CJK full stop.
 _SENTENCE_END = re.compile(r"[.!?](?=\s+(\S)|$)|[\u3002\uff01\uff1f]")
+_HEAD_STARTS = frozenset(("## ", "##"))  # a heading line's first three characters, or "##" alone
 _LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _OPENERS = "\"'([\u201c\u2018\u00ab\u00bf\u00a1"  # quotes, brackets, ¿ ¡ may open a sentence
 
@@ -245,7 +246,7 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
             elif line.startswith(">") and opened is not None:
                 in_conflict.update(range(opened, number + 1))
                 opened = None
-    heads = [i for i, line in enumerate(lines) if line.startswith("## ") or line == "##"]
+    heads = [i for i, line in enumerate(lines) if line[:1] == "#" and line[:3] in _HEAD_STARTS]
     for i, line in enumerate(lines[: heads[0] if heads else len(lines)]):
         if i == 0 and line.startswith("\ufeff"):
             err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")

@@ -275,9 +275,12 @@ class StaticEmbedder:
         self._codes = np.asarray(codes)
 
 
+_NEGATION_WORDS = NEGATIONS | {"'", "\u2019"}  # a negation, or the apostrophe of a negated contraction
+
+
 def _without_negations(words: list[str]) -> list[str]:
     """`words` without negation words, negated contractions included ("don't" comes as don ' t)."""
-    if NEGATIONS.isdisjoint(words) and "'" not in words and "\u2019" not in words:
+    if _NEGATION_WORDS.isdisjoint(words):
         return words  # most texts: nothing to leave out
     out: list[str] = []
     i, n = 0, len(words)
