@@ -200,7 +200,21 @@ def metrics(
 
 def main() -> None:
     """Serve the five tools over stdio until the host closes stdin."""
+    _fix_mmap_threshold()
     server.run("stdio")
+
+
+def _fix_mmap_threshold() -> None:
+    """glibc raises its mmap threshold (up to 32 MB) each time a big block is freed; from then on a
+    recall's multi-megabyte numpy temporaries come from the heap of the worker thread that ran the
+    call and stay resident once freed: 14 MB more peak memory after ten recalls at 100,000
+    entries. A fixed threshold keeps blocks of 4 MB and more mapped, given back when freed."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None).mallopt(-3, 4 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):  # not glibc: its allocator decides
+        pass
 
 
 if __name__ == "__main__":

@@ -8,10 +8,12 @@ deleted), entry by entry, array by array, and recall's answers.
 from __future__ import annotations
 
 import dataclasses
+import re
 
 import numpy as np
 import pytest
 
+from git_whetstone.format.layout import scope_key
 from git_whetstone.index import freshness, image
 from git_whetstone.ops import capture as capture_op, recall as recall_op
 from git_whetstone.ops.hooks import reindex
@@ -193,3 +195,75 @@ def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
             assert index.get(key) == expected.get(key) and (key in index) == (key in expected)
         assert len(index) == len(expected)
     assert dict(index.items()) == expected and sorted(index) == sorted(expected)
+
+
+def test_a_mapped_snapshot_makes_each_file_as_the_load_from_the_index_does(big, monkeypatch):
+    """A mapped snapshot keeps its files as arrays (`FileTable`) and makes a file's `FileRows` only
+    when asked: its stamps, warnings, highest ids, row owners and scope holders, asked before any
+    file is made and again after, are what the load from index.sqlite alone gives (and the holders'
+    order, which picks the file a new entry of a scope goes to, is the order of the files)."""
+    config, path = big
+    _cold(config, path)
+    files = sorted((path / "learnings").iterdir())
+    files[5].unlink()  # a deletion, a duplicate id and a broken file, all in the image written next
+    copied = files[6].read_text(encoding="utf-8").split("\n\n## ")[0]
+    with open(files[7], "a", encoding="utf-8") as out:
+        out.write("\n" + copied.rstrip("\n") + "\n")
+    block = files[10].read_text(encoding="utf-8").split("\n\n## ")[0]
+    scope = next(line for line in block.splitlines() if line.startswith("- scope: "))
+    for number, other in ((900_001, files[9]), (900_002, files[11])):  # a scope held by three files
+        with open(other, "a", encoding="utf-8") as out:
+            copy = re.sub(r"^## L\d+", f"## L{number}", block)
+            if number == 900_002:  # and named otherwise there (after the files naming it as files[10] does)
+                copy = copy.replace(scope, "- scope: " + scope.removeprefix("- scope: ").upper())
+            out.write("\n" + copy.rstrip("\n") + "\n")
+    git(path, "commit", "-qa", "--no-verify", "-m", "hand edits")
+    with open(files[8], "a", encoding="utf-8") as out:  # broken in the work tree: read from HEAD, with a warning
+        out.write("\n## L999999 · no metadata\n\nbody\n")
+    capture = capture_op.capture("big", "issue", "Never round a currency total before summing its rows.",
+                                 "currency totals", "test", confirm="new", config=config)
+    assert capture["status"] == "committed"
+    share = image.REWRITE_SHARE
+    monkeypatch.setattr(image, "REWRITE_SHARE", 0)  # the process that patches writes the image again
+    _cold(config, path)
+    monkeypatch.setattr(image, "REWRITE_SHARE", share)  # (the broken file is read again by every new process)
+    mapped = _cold(config, path)
+    assert mapped.mapped and mapped.dead and any("duplicate id" in w for w in mapped.warnings)
+    image.discard(path)
+    loaded = _cold(config, path)
+    assert not loaded.mapped and any(files[8].name in w for w in loaded.warnings)
+
+    table = mapped.files.table
+    assert table is not None and len(table.paths) == len(mapped.files)
+    made_by_recall = set(mapped.files._made)  # the files of the entries recall answered with
+    assert len(made_by_recall) < len(table.paths) // 10
+    assert mapped.files.keys() == loaded.files.keys() and len(list(mapped.files)) == len(loaded.files)
+    for rel, rows in loaded.files.items():
+        assert mapped.files.warning(rel) == rows.warning, rel
+    stamps = {rel: rows.stamp for rel, rows in loaded.files.items()}
+    assert mapped.files.outdated(stamps, stamps, False) == []
+    assert mapped.files.outdated(stamps, stamps, True) == [rel for rel in stamps if loaded.files[rel].warning]
+    some = sorted(stamps)[::7]
+    assert mapped.files.outdated({**stamps, **{rel: "0:0:0" for rel in some}}, stamps, False) == some
+    assert mapped.files.outdated({**stamps, "learnings/new.md": "1:1:1"}, ["learnings/new.md"], False) == ["learnings/new.md"]
+    assert mapped.top == loaded.top and mapped.warnings == loaded.warnings and mapped.warned == loaded.warned
+    assert set(mapped.files._made) == made_by_recall  # nothing above made a file's rows
+    owners = [mapped.owner[row] for row in range(mapped.size)]
+    made = dict(mapped.files.items())
+    expected = [None] * mapped.size
+    for rel, rows in made.items():
+        expected[rows.start:rows.start + rows.n] = [rows] * rows.n
+    assert all(a is b for a, b in zip(owners, expected))
+    order = list(made)
+    shared = (scope_key(scope.removeprefix("- scope: ")), [r for r in order if r.endswith((files[9].name, files[10].name, files[11].name))])
+    assert shared[1] and list(mapped.holders[("learning", shared[0])]) == shared[1] and len(shared[1]) == 3
+    for kind, key, _ in mapped.scopes:
+        held = [rel for rel in order if any((k, s) == (kind, key) for k, s, _ in made[rel].scopes)]
+        assert list(mapped.holders[(kind, key)]) == held, (kind, key)
+        assert set(held) == set(loaded.holders.get((kind, key), {})), (kind, key)  # (a scope emptied: no holder)
+    _same(mapped, loaded)
+    gone = sorted(stamps)[3]  # a file removed from the table is read again when it comes back
+    start = mapped.files[gone].start
+    mapped.remove_file(gone)
+    assert gone not in mapped.files and gone not in list(mapped.files) and len(list(mapped.files)) == len(stamps) - 1
+    assert mapped.files.outdated(stamps, stamps, False) == [gone] and mapped.owner[start] is None

@@ -60,6 +60,9 @@ def test_the_eval_set_recalls_the_same_with_the_8bit_scan(tmp_path, monkeypatch)
 
 def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, monkeypatch):
     bench, config, built = bench_store(monkeypatch, "big", 6_000, 11)
+    # the scan skips the rows of unlikely scopes whenever it can (by default only when that
+    # leaves few rows, which at this size is rare): the answers must not change
+    monkeypatch.setattr(recall_op, "PRUNE_SHARE", 1.0)
     rng = random.Random(5)
     intents = bench.intents(rng, 40) + [
         "tide charts", "Plan the choir rehearsal schedule for the harbor master",  # nothing close
@@ -69,6 +72,10 @@ def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, m
     answers = _both_ways(config, "big", intents)
     assert any(a["fallback"] for a in answers) and sum(not a["fallback"] for a in answers) >= 40
     assert any(a["omitted"]["learnings"] > 20 for a in answers)  # wide matches counted exactly too
+    # stored rules word for word, scope and all: rows whose text meets a clause exactly
+    stored = [f"{body} ({scope})" for _, body, scope in rng.sample(built.learnings + built.issues, 12)]
+    _both_ways(config, "big", stored)
+    _pruning_holds(bench, config, "big", intents + stored)
 
     # and the scan pruned: far fewer rows were scored exactly than the store holds
     freshness.LIVE.clear()
@@ -89,6 +96,84 @@ def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, m
     for a in answers:
         assert sum(e["always"] for e in a["issues"]) == 3 and len(a["other_scopes"]) == recall_op.OTHER_SCOPES
         assert any(e["scope"] == named[0] for e in a["learnings"] + a["issues"])
+
+
+def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> None:
+    """The rows the scan skips (`recall._worth_scanning`) are, by the exhaustive float32 scores,
+    under the floor `_rank` sets on every clause (so neither near nor any clause's best); recall
+    skipped rows, and left rows to their bounds (`Layer.loose`), for a good share of the intents."""
+    freshness.LIVE.clear()
+    cfg = dataclasses.replace(config, vector_scan="numpy")
+    ws = recall_op.Workspace.of(cfg)
+    snap = ws.snapshot(ws.store(skill))
+    band = cfg.threshold("band")
+    scoped = snap.alive & ~snap.always
+    cutoff = np.where(snap.is_learning, cfg.threshold("learning_cutoff"), cfg.threshold("issue_cutoff"))
+    cutoff[~scoped] = np.inf
+    pruned = bounded = 0
+    for intent in intents:
+        queries = ws.embedder.embed(recall_op.clauses(intent))
+        exact = recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY, cfg)  # every row in float32
+        # and rows surely hits, but surely no clause's best, were left to their bounds at first;
+        # the rows scored exactly (a named scope's among them) have their exact relevance
+        named = [snap.scopes[int(snap.scope_of[int(np.argmax(exact.relevance))])][2]]
+        compact = recall_op.Layer("skill", snap, queries, bench.BENCH_TODAY,
+                                  dataclasses.replace(cfg, vector_scan="int8"), named)
+        bounded += bool(compact.loose.any())
+        assert not compact.loose[compact.rows].any() and compact.named.any()
+        assert np.allclose(compact.relevance[compact.rows], exact.relevance[compact.rows], rtol=0, atol=1e-6)
+        best = exact.best()
+        floor = np.maximum(best - band, best.max() - 3 * band)  # before _rank raises weak clauses' floors
+        rows = recall_op._worth_scanning(snap, snap.scan(queries, recall_op.SCOPE_SHARE), cutoff, band)
+        if rows is None:
+            continue
+        pruned += 1
+        skipped = np.ones(snap.size, bool)
+        skipped[rows] = False
+        skipped &= scoped
+        assert skipped.any() and (exact.per_clause[skipped] < floor).all(), intent
+    assert pruned >= len(intents) // 2 and bounded >= len(intents) // 2, (pruned, bounded)
+
+
+def test_a_subset_of_rows_scores_what_the_pass_over_every_row_gives(monkeypatch):
+    """`Pass.scores(rows)` gathers the rows asked for a block at a time and scores a block's worth
+    of them at once: the very numbers and bounds the pass over every row gives those rows, for
+    any subset (none, one, scattered, dense across blocks, every row)."""
+    from git_whetstone.index import columns
+    rng = np.random.default_rng(9)
+    dim, rows, scopes = 64, 2_500, 40
+    cols = Columns(dim, rows, scopes)
+    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+    cols.size = rows
+    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
+    for matrix in (cols.phrases, cols.centroids):
+        m = rng.standard_normal((scopes, dim)).astype(np.float32)
+        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    cols.scopes_changed(np.arange(scopes))
+    cols.scope_of[:] = rng.integers(0, scopes, rows)
+    monkeypatch.setattr(columns, "SCAN_BLOCK", 300)  # eight full blocks and a tail of 100
+    subsets = [np.zeros(0, np.intp), np.array([0]), np.array([rows - 1]), np.arange(299, 302),
+               np.sort(rng.choice(rows, 40, replace=False)), np.sort(rng.choice(rows, 700, replace=False)),
+               np.sort(rng.choice(rows, 2_200, replace=False)), np.arange(rows)]
+    for clauses in (1, 6):
+        queries = rng.standard_normal((clauses, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        cols.vectors[:clauses] = queries  # rows that say what the clauses say: the bound is tight for them
+        cols._coded = 0
+        scanning = cols.scan(queries, 0.7)
+        every, slack = (a.copy() for a in scanning.scores())
+        for subset in subsets:
+            some, their = scanning.scores(subset)
+            assert some.shape == (clauses, len(subset)), len(subset)
+            assert np.array_equal(some, every[:, subset]) and np.array_equal(their, slack[subset]), len(subset)
+        # and the scope bound is above what any row of the scope scores, exactly, on every clause
+        scope_level = np.maximum(cols.centroids @ queries.T, cols.phrases @ queries.T)
+        exact = (0.7 * scope_level[cols.scope_of] + 0.3 * (cols.vectors @ queries.T)).T
+        top = np.full((clauses, scopes), -np.inf, np.float32)
+        for j in range(clauses):
+            np.maximum.at(top[j], cols.scope_of, exact[j])
+        assert (scanning.scope_bound() >= top).all()
 
 
 def test_the_approximate_scores_stay_within_their_bound():

@@ -12,7 +12,6 @@ only in a process with no other thread (a fork copies one thread, and locks anot
 from __future__ import annotations
 
 import gc
-import multiprocessing
 import os
 import sqlite3
 import threading
@@ -41,6 +40,8 @@ def files(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[
 
 
 def _can_fork(embedder: Embedder) -> bool:
+    import multiprocessing  # here: a process that reads a fresh index (a CLI recall) never pays its 10 ms
+
     return (getattr(embedder, "batch_free", False) and threading.active_count() == 1
             and "fork" in multiprocessing.get_all_start_methods() and _cpus() > 1)
 
@@ -98,6 +99,8 @@ _JOB: tuple[Store, Embedder, dict[str, str]] | None = None
 def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
             tick: _Ticker) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     global _JOB
+    import multiprocessing  # here, as in _can_fork
+
     from ..format.blocks import parse  # read_file imports it on first use: once here, not in each worker
     parse("")
     embedder.embed(["warm up"])  # and a backend's table: the workers share its pages

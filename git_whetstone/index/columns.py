@@ -8,11 +8,14 @@ centroid. Arrays grow by half again when full, so appending a file's rows is amo
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 
 SCAN_BLOCK = 8192  # rows the int8 scan multiplies at once (a block's products: 8192 × 2 × clauses int32)
+UNIT = 1.001       # a unit vector's norm after float32 rounding, and then some
 
 
 class Columns:
@@ -124,12 +127,13 @@ class Columns:
                 self._scales[self._coded:self.size] = scales
                 self._residuals[self._coded:self.size] = residuals
                 self._coded = self.size
-            at = np.concatenate(self._stale_scopes)
-            self._stale_scopes = []
-            for matrix, half_of in ((self._phrases, self._phrases16), (self._centroids, self._centroids16)):
-                half, residual = halve(matrix[at])
-                half_of[at] = half
-                self.scope_residual = max(self.scope_residual, residual)
+            if self._stale_scopes:  # rows can change without their scopes' vectors changing
+                at = np.concatenate(self._stale_scopes)
+                self._stale_scopes = []
+                for matrix, half_of in ((self._phrases, self._phrases16), (self._centroids, self._centroids16)):
+                    half, residual = halve(matrix[at])
+                    half_of[at] = half
+                    self.scope_residual = max(self.scope_residual, residual)
         return True
 
     def scopes_changed(self, at: np.ndarray) -> None:
@@ -139,43 +143,20 @@ class Columns:
             if self.readers:
                 self._edited_scopes.update(at.tolist())
 
+    def scan(self, queries: np.ndarray, share: float) -> Pass:
+        """An intent's pass over the compact copies (`Pass`): the clauses packed and every scope
+        scored once, then the rows' scores for every row or for some. `scope_likeness` is left
+        with each scope's likeness to its nearest clause (the closer of phrase and centroid):
+        good for ordering scopes, not for scoring rows."""
+        return Pass(self, queries, share)
+
     def approximate(self, queries: np.ndarray, share: float) -> tuple[np.ndarray, np.ndarray]:
         """Clauses × rows: `share` × the closer of the row's scope phrase and centroid, plus the
         rest × the row's own vector, each against each clause (recall's relevance), computed from
         the compact copies (`scan`); and a bound on the error of each row's elements. The array is scratch
-        space, valid until the next call; so is the bound, one per row. `scope_likeness` is left with
-        each scope's likeness to its nearest clause (the closer of phrase and centroid): good for
-        ordering scopes, not for scoring rows."""
-        self.compact_ready(now=True)
-        q = Queries(queries)
-        c, n = len(queries), self.size
-        out = self._buffer("out", (c, n), np.float32)
-        first, second = (q.first * (1 - share))[:, None], (q.second * (1 - share))[:, None]
-        scope = np.maximum(q.dots_half(self.centroids16), q.dots_half(self.phrases16))
-        self.scope_likeness = scope.max(axis=0) if len(self.scopes) else np.zeros(0, np.float32)
-        scope *= share
-        # a block of rows at a time: numkong's integer products, their float copy and the rows'
-        # scope scores stay a few hundred kilobytes (in cache) instead of arrays the size of the store
-        for a in range(0, n, SCAN_BLOCK):
-            b = min(a + SCAN_BLOCK, n)
-            raw = self._result(b - a, 2 * c)
-            numkong().dots_packed(self._codes[a:b], q.packed, out=raw)
-            if self.release_codes is not None:
-                self.release_codes(self._codes, a, b)
-            both = self._buffer("both", (2 * c, b - a), np.float32)
-            np.copyto(both, np.asarray(raw).T, casting="unsafe")
-            block = out[:, a:b]
-            np.multiply(both[:c], first, out=block)
-            both[c:] *= second
-            block += both[c:]
-            block *= self._scales[a:b]
-            if len(self.scopes):
-                np.take(scope, self._scope_of[a:b], axis=1, out=both[:c])
-                block += both[:c]
-        slack = self._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
-        np.multiply(self._residuals[:n], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
-        slack += np.float32((1 - share) * (q.residual + scan_eps) + share * q.delta(self.scope_residual, half=True))
-        return out, slack
+        space, valid until the next call; so is the bound, one per row. `scope_likeness` is left as
+        `scan` leaves it."""
+        return self.scan(queries, share).scores()
 
     def vectors_of(self, rows) -> np.ndarray:
         """`vectors[rows]`, read from the image file when the snapshot maps one (`readers`), so
@@ -236,7 +217,7 @@ class Columns:
         self.scope_residual = scope_residual
 
     def _result(self, rows: int, width: int):
-        """numkong's output tensor for a block of `rows` × `width` products (kept: a block and the tail)."""
+        """numkong's output tensor for `rows` × `width` products (kept; a slice of it serves fewer rows)."""
         shape = (rows, width)
         if shape not in self._results:
             if len(self._results) > 4:
@@ -245,7 +226,7 @@ class Columns:
         return self._results[shape]
 
     def _buffer(self, name: str, shape: tuple[int, ...], dtype) -> np.ndarray:
-        size = int(np.prod(shape))
+        size = math.prod(shape)
         base = self._scratch.get(name)
         if base is None or len(base) < size:
             base = self._scratch[name] = np.empty(size + size // 8, dtype)  # room for rows a capture adds, not twice over
@@ -271,3 +252,87 @@ class Columns:
             new = np.zeros((cap, *old.shape[1:]), old.dtype)
             new[: len(old)] = old
             setattr(self, name, new)
+
+
+class Pass:
+    """One intent's clauses against a snapshot's compact copies (`Columns.scan`): packed once,
+    every scope scored once in float16, then the rows scored for every row or for a subset of
+    them. Recall scores the rows of a few likely scopes first, learns from them how close a row
+    must come to matter, and then scans only the rows of the scopes that can come that close
+    (`scope_bound`): the same numbers, bit for bit, as the pass over every row gives them."""
+
+    def __init__(self, cols: Columns, queries: np.ndarray, share: float) -> None:
+        cols.compact_ready(now=True)
+        self.cols, self.share = cols, share
+        self.q = q = Queries(queries)
+        self.scope = np.maximum(q.dots_half(cols.centroids16), q.dots_half(cols.phrases16))  # clauses × scopes
+        cols.scope_likeness = self.scope.max(axis=0) if len(cols.scopes) else np.zeros(0, np.float32)
+        self._shared = self.scope * share
+        self._first, self._second = (q.first * (1 - share))[:, None], (q.second * (1 - share))[:, None]
+        self.scope_error = q.delta(cols.scope_residual, half=True)  # of each element of `scope`
+        self.norms = np.linalg.norm(queries, axis=1)
+
+    def scope_bound(self) -> np.ndarray:
+        """Clauses × scopes: more than any row of the scope can score on the clause, whatever its
+        text. Rows are the embedder's unit vectors (or zero, for an empty text), so a row's own
+        part v·q is at most |q| (UNIT allows for float32 rounding in the normalisation); the
+        scope's part is its float16 score plus that score's error bound."""
+        return (self.share * (self.scope + np.float32(self.scope_error))
+                + ((1 - self.share) * UNIT * self.norms).astype(np.float32)[:, None])
+
+    def scores(self, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """`Columns.approximate`'s scores and bounds, for `rows` only (ascending; None: every row):
+        clauses × len(rows) and one bound per row, scratch space valid until the next call."""
+        cols, q, share = self.cols, self.q, self.share
+        c, size = len(self.norms), cols.size
+        n = size if rows is None else len(rows)
+        out = cols._buffer("out", (c, n), np.float32)
+        # a block of rows at a time: numkong's integer products, their float copy and the rows'
+        # scope scores stay a few hundred kilobytes (in cache) instead of arrays the size of the
+        # store. A subset is gathered from a block of rows at a time too (so no more of a mapped
+        # image's 8-bit rows are resident at once than a pass over every row leaves, `release_codes`),
+        # and scored a block's worth of gathered rows at a time.
+        if rows is None:
+            for a in range(0, size, SCAN_BLOCK):
+                b = min(a + SCAN_BLOCK, size)
+                self._score(cols._codes[a:b], slice(a, b), out[:, a:b])
+                if cols.release_codes is not None:
+                    cols.release_codes(cols._codes, a, b)
+        else:
+            starts = range(0, size, SCAN_BLOCK)
+            ends = np.searchsorted(rows, [*starts, size]).tolist()
+            gathered = cols._buffer("codes", (min(SCAN_BLOCK, n), cols.dim), np.int8)
+            done = 0  # rows[done:i] are gathered, not yet scored
+            for a, i, j in zip(starts, ends, ends[1:]):  # rows[i:j] lie in [a, a + SCAN_BLOCK)
+                if i == j:
+                    continue
+                if j - done > len(gathered):
+                    self._score(gathered[:i - done], rows[done:i], out[:, done:i])
+                    done = i
+                # mode clip: the rows are valid, and numpy's default copies `out` once more
+                np.take(cols._codes, rows[i:j], axis=0, out=gathered[i - done:j - done], mode="clip")
+                if cols.release_codes is not None:
+                    cols.release_codes(cols._codes, a, min(a + SCAN_BLOCK, size))
+            if n > done:
+                self._score(gathered[:n - done], rows[done:], out[:, done:])
+        slack = cols._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
+        residuals = cols._residuals[:size] if rows is None else cols._residuals[rows]
+        np.multiply(residuals, np.float32((1 - share) * (q.norm + q.residual)), out=slack)
+        slack += np.float32((1 - share) * (q.residual + scan_eps) + share * self.scope_error)
+        return out, slack
+
+    def _score(self, codes: np.ndarray, at, block: np.ndarray) -> None:
+        """Into `block` (clauses × len(codes)): the scores of the rows `at` (a slice or their
+        numbers), whose 8-bit codes are `codes`."""
+        cols, q, c = self.cols, self.q, len(self.norms)
+        raw = cols._result(SCAN_BLOCK, 2 * c)[:len(codes)]
+        numkong().dots_packed(codes, q.packed, out=raw)
+        both = cols._buffer("both", (2 * c, len(codes)), np.float32)
+        np.copyto(both, np.asarray(raw).T, casting="unsafe")
+        np.multiply(both[:c], self._first, out=block)
+        both[c:] *= self._second
+        block += both[c:]
+        block *= cols._scales[at]
+        if len(cols.scopes):
+            np.take(self._shared, cols._scope_of[at], axis=1, out=both[:c])
+            block += both[:c]

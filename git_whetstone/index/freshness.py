@@ -167,8 +167,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         else:
             candidates = sorted(hint | (snap.warned if head_moved else set()))
             gone = [p for p in hint if p in snap.files]
-        changed = sorted(p for p in candidates if p in stamps and (
-            p not in snap.files or snap.files[p].stamp != stamps[p] or (head_moved and snap.files[p].warning)))
+        changed = sorted(snap.files.outdated(stamps, candidates, head_moved))
         removed = [p for p in gone if p not in stamps]
         if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))

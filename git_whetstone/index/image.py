@@ -24,12 +24,12 @@ from pathlib import Path
 
 import numpy as np
 
-from .records import COLUMNS, FileRows
-from .snapshot import Snapshot
+from .records import COLUMNS
+from .snapshot import FileTable, Snapshot
 
 NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
 MAGIC = b"whetstone snapshot\n"
-VERSION = 4  # 4: the always column (applies: always)
+VERSION = 5  # 5: every file's share as arrays (a FileTable), no longer a JSON list of files
 ALIGN = 64
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
 # thousand rows of them, and the scan reads only their compact copies
@@ -66,6 +66,12 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
         snap.readers = readers
         if hasattr(mmap, "MADV_DONTNEED"):
             snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
+            header_pages = min(offset for offset, _, _ in layout.values()) // mmap.PAGESIZE * mmap.PAGESIZE
+            if header_pages:  # decoded into Python objects: its pages (2 MB at 10,000 files) are not read again
+                try:
+                    mapped.madvise(mmap.MADV_DONTNEED, 0, header_pages)
+                except (OSError, ValueError):
+                    pass
     return snap
 
 
@@ -160,38 +166,48 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
             return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
     raw = memoryview(mapped)[header["raw_base"]:]
-    # one tuple per scope, shared by the snapshot and every file that holds it as it names it
-    # (JSON gives each its own copy of every string: 3 MB at 10,000 scopes)
-    kinds = {"learning": "learning", "issue": "issue"}
-    scope_list = [(kinds.get(kind, kind), key, display) for kind, key, display in header["scopes"]]
-    same = {t: t for t in scope_list}
-    files: list[tuple[str, FileRows]] = []
-    for path, stamp, warning, start, n, scopes, top_l, top_i, at, raw_at, raw_len in header["files"]:
-        s = len(scopes)
-        named = [same.setdefault(t, t) for t in map(tuple, scopes)]
-        rows = FileRows(stamp, named, arrays["sums"][at:at + s], arrays["file_phrases"][at:at + s],
-                        arrays["file_columns"][:, start:start + n], {"L": top_l, "I": top_i}, warning,
-                        raw=raw[raw_at:raw_at + raw_len])
-        rows.start = start
-        files.append((path, rows))
+    # the strings as NUL-joined columns: split in a few milliseconds where JSON lists of 30,000
+    # strings took tens; one tuple per scope name, shared by the snapshot and every file naming it
+    numbers, count = arrays["file_numbers"], len(arrays["name_kind"])
+    paths, stamps = _split(header["paths"], len(numbers)), _split(header["stamps"], len(numbers))
+    names = list(zip(map(header["kinds"].__getitem__, arrays["name_kind"].tolist()), _split(header["name_keys"], count),
+                     _split(header["name_displays"], count)))
+    scope_list = names[:header["scopes"]]
+    if not len(paths) == len(stamps) == len(numbers) or len(names) != count:
+        return None, {}
+    table = FileTable(paths, stamps, {number: warning for number, warning in header["warnings"]}, names, numbers,
+                      arrays["file_scope_number"], arrays["file_scope_name"], arrays["sums"], arrays["file_phrases"],
+                      arrays["file_columns"], raw)
     snap = Snapshot(dim)
-    snap.restore(arrays, header["size"], scope_list, files, header["dead"],
-                 header["duplicates"], header["scope_residual"])
+    snap.restore(arrays, header["size"], scope_list, table, header["dead"], header["duplicates"],
+                 header["scope_residual"])
     return snap, header["arrays"]
+
+
+def _split(text: str, count: int) -> list[str]:
+    return text.split("\0") if count else []
 
 
 def write(root: Path, identity: str, snap: Snapshot) -> None:
     """Write `snap` as the image at `root` (through a temporary file and a rename); a store that
     cannot be written keeps the image it has, or none."""
-    files, sums, phrases, raws = [], [], [], []
+    paths, stamps, warnings, numbers, sums, phrases, raws = [], [], [], [], [], [], []
+    scope_number, scope_name = [], []
+    names = {(kind, key, display): i for i, (kind, key, display) in enumerate(snap.scopes)}
     column_rows = np.zeros((COLUMNS, snap.size), np.int64)
     at = raw_at = 0
-    for path, rows in snap.files.items():
+    for number, (path, rows) in enumerate(snap.files.each()):
         column_rows[:, rows.start:rows.start + rows.n] = rows.columns
         raw = rows.text()
         s = len(rows.scopes)
-        files.append([path, rows.stamp, rows.warning, rows.start, rows.n, rows.scopes, rows.top["L"], rows.top["I"],
-                      at, raw_at, len(raw)])
+        paths.append(path)
+        stamps.append(rows.stamp)
+        if rows.warning:
+            warnings.append([number, rows.warning])
+        numbers.append([rows.start, rows.n, at, s, rows.top["L"], rows.top["I"], raw_at, len(raw)])
+        for kind, key, display in rows.scopes:
+            scope_number.append(snap.scope_number[(kind, key)])
+            scope_name.append(names.setdefault((kind, key, display), len(names)))
         sums.append(rows.sums)
         phrases.append(rows.phrases)
         at += s
@@ -201,9 +217,21 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     arrays["sums"] = np.concatenate(sums) if sums else np.zeros((0, snap.dim), np.float32)
     arrays["file_phrases"] = np.concatenate(phrases) if phrases else np.zeros((0, snap.dim), np.float32)
     arrays["file_columns"] = column_rows
+    arrays["file_numbers"] = np.array(numbers, np.int64).reshape(len(numbers), 8)
+    arrays["file_scope_number"] = np.array(scope_number, np.int32)
+    arrays["file_scope_name"] = np.array(scope_name, np.int32)
+    kinds = list(dict.fromkeys(kind for kind, _, _ in names))
+    arrays["name_kind"] = np.array([kinds.index(kind) for kind, _, _ in names], np.uint8)
+    live = np.flatnonzero(snap.alive)
+    arrays["key_rows"] = live[np.argsort(snap.id_key[live], kind="stable")]  # the KeyIndex's order: no sort at load
+    columns = {"paths": paths, "stamps": stamps, "name_keys": [key for _, key, _ in names],
+               "name_displays": [display for _, _, display in names]}
+    if len(kinds) > 255 or any("\0" in text for strings in columns.values() for text in strings):
+        return  # a name no column can hold (a NUL in a file or scope name): no image, index.sqlite serves
     header = {"version": VERSION, "identity": identity, "dim": snap.dim, "size": snap.size, "dead": snap.dead,
-              "scopes": snap.scopes, "files": files, "duplicates": snap.duplicates,
-              "scope_residual": snap.scope_residual, "arrays": {}}
+              "scopes": len(snap.scopes), "kinds": kinds, **{name: "\0".join(strings) for name, strings in columns.items()},
+              "warnings": warnings, "duplicates": snap.duplicates, "scope_residual": snap.scope_residual,
+              "arrays": {}}
     # The columns get room to grow in the file itself (a hole: no disk, zeros when read), so a
     # process that patches a mapped snapshot appends rows into private pages of the mapping
     # instead of copying every array into memory first.

@@ -7,7 +7,9 @@ rows are the live copy of each id, which files hold each scope, and what to warn
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Iterator, Mapping, MutableMapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
+from itertools import chain
+from typing import NamedTuple
 
 import numpy as np
 
@@ -35,14 +37,215 @@ class _Rows(Sequence):
         return None if owner is None else owner.entries[row - owner.start]
 
 
+class FileTable(NamedTuple):
+    """Every file's share of a snapshot as an image holds it (`image.read`): arrays and a few lists,
+    from which one file's `FileRows` is made when something asks for that file."""
+
+    paths: list[str]
+    stamps: list[str]
+    warnings: dict[int, str]               # file number -> its warning (the few files that have one)
+    names: list[tuple[str, str, str]]      # (kind, key, display) as files name their scopes
+    numbers: np.ndarray                    # (files, 8): start, n, first scope, scopes, top L, top I, raw at, raw length
+    scope_number: np.ndarray               # per file scope: its number in the snapshot
+    scope_name: np.ndarray                 # per file scope: its position in `names`
+    sums: np.ndarray                       # per file scope
+    phrases: np.ndarray                    # per file scope
+    columns: np.ndarray                    # (COLUMNS, rows)
+    raw: memoryview                        # every file's entries, compressed JSON
+
+    def rows(self, number: int) -> FileRows:
+        start, n, at, s, top_l, top_i, raw_at, raw_len = self.numbers[number].tolist()
+        names = self.names
+        rows = FileRows(self.stamps[number], [names[i] for i in self.scope_name[at:at + s].tolist()],
+                        self.sums[at:at + s], self.phrases[at:at + s], self.columns[:, start:start + n],
+                        {"L": top_l, "I": top_i}, self.warnings.get(number), raw=self.raw[raw_at:raw_at + raw_len])
+        rows.start = start
+        return rows
+
+
+class Files(MutableMapping):
+    """`Snapshot.files`: path -> `FileRows`, in the order files were added, as a dict would hold
+    them. A snapshot mapped from an image keeps its files as a `FileTable` and makes a file's
+    `FileRows` only when asked for it (10,000 of them took 60 ms and 20 MB at 100,000 entries);
+    what is added since is held as a dict holds it."""
+
+    def __init__(self, table: FileTable | None = None) -> None:
+        self.table = table
+        self._number = dict(zip(table.paths, range(len(table.paths)))) if table else {}
+        self._made: dict[int, FileRows] = {}
+        self._gone: set[int] = set()
+        self._extra: dict[str, FileRows] = {}
+
+    def _find(self, path: str) -> int:
+        number = self._number.get(path, -1)
+        return -1 if number in self._gone else number
+
+    def at(self, number: int) -> FileRows:
+        """The table's file `number` (held or not)."""
+        rows = self._made.get(number)
+        if rows is None:
+            rows = self._made[number] = self.table.rows(number)
+        return rows
+
+    def __getitem__(self, path: str) -> FileRows:
+        rows = self._extra.get(path)
+        if rows is not None:
+            return rows
+        number = self._find(path)
+        if number < 0:
+            raise KeyError(path)
+        return self.at(number)
+
+    def __setitem__(self, path: str, rows: FileRows) -> None:
+        if self._find(path) >= 0:  # never done (a changed file is removed first): its rows' owner would move
+            del self[path]
+        self._extra[path] = rows
+
+    def __delitem__(self, path: str) -> None:
+        if path in self._extra:
+            del self._extra[path]
+            return
+        number = self._find(path)
+        if number < 0:
+            raise KeyError(path)
+        self._gone.add(number)
+        self._made.pop(number, None)
+
+    def __contains__(self, path: object) -> bool:
+        return path in self._extra or self._find(path) >= 0
+
+    def __iter__(self) -> Iterator[str]:
+        paths = self.table.paths if self.table else []
+        if self._gone:
+            paths = [path for number, path in enumerate(paths) if number not in self._gone]
+        return chain(paths, list(self._extra))
+
+    def __len__(self) -> int:
+        return len(self._number) - len(self._gone) + len(self._extra)
+
+    def each(self) -> Iterator[tuple[str, FileRows]]:
+        """`items()`, the rows of a file not made yet made for the caller alone (`image.write`
+        reads every file once: a mapped snapshot keeps none of them for it)."""
+        if self.table:
+            gone, made = self._gone, self._made
+            for number, path in enumerate(self.table.paths):
+                if number not in gone:
+                    yield path, made[number] if number in made else self.table.rows(number)
+        yield from list(self._extra.items())
+
+    def outdated(self, stamps: dict[str, str], paths: Iterable[str], warned: bool) -> list[str]:
+        """The paths among `paths` that are in `stamps` and not held, or held with another stamp
+        (or, `warned`, with a warning): what a refresh reads again. One loop, no file's rows made."""
+        number, gone, made, extra = self._number, self._gone, self._made, self._extra
+        table_stamps, warnings = (self.table.stamps, self.table.warnings) if self.table else ([], {})
+        out = []
+        for path in paths:
+            stamp = stamps.get(path)
+            if stamp is None:
+                continue
+            at = number.get(path, -1)
+            if at >= 0 and at not in gone and at not in made:  # a file as the image holds it: no rows made
+                if table_stamps[at] != stamp or (warned and at in warnings):
+                    out.append(path)
+                continue
+            rows = made[at] if at >= 0 and at not in gone else extra.get(path)
+            if rows is None or rows.stamp != stamp or (warned and rows.warning):
+                out.append(path)
+        return out
+
+    def warning(self, path: str) -> str | None:
+        """`self[path].warning`, without making the file's rows."""
+        number = -1 if path in self._extra else self._find(path)
+        return self[path].warning if number < 0 or number in self._made else self.table.warnings.get(number)
+
+    def top(self) -> dict[str, int]:
+        """The highest id number per prefix over every file held."""
+        out = {"L": 0, "I": 0}
+        if self.table:
+            held = np.ones(len(self.table.paths), bool)
+            held[list(self._gone)] = False
+            held[list(self._made)] = False
+            if held.any():
+                out = dict(zip(("L", "I"), self.table.numbers[held, 4:6].max(axis=0).tolist()))
+        for rows in [*(self._made[n] for n in self._made if n not in self._gone), *self._extra.values()]:
+            out = {p: max(out[p], rows.top[p]) for p in out}
+        return out
+
+
+class _Owners:
+    """`Snapshot.owner`: row -> the `FileRows` it came from, None once its file is removed. The
+    rows restored from an image hold their file's number in the table (the file made when asked);
+    rows added since hold their file."""
+
+    def __init__(self, files: Files, numbers: np.ndarray | None = None) -> None:
+        self.files = files
+        self.restored = np.zeros(0, np.int32) if numbers is None else numbers
+        self.added: list[FileRows | None] = []
+
+    def __getitem__(self, row: int) -> FileRows | None:
+        if row < len(self.restored):
+            number = int(self.restored[row])
+            return None if number < 0 else self.files.at(number)
+        return self.added[row - len(self.restored)]
+
+    def add(self, rows: FileRows, n: int) -> None:
+        self.added.extend([rows] * n)
+
+    def clear(self, start: int, stop: int) -> None:
+        """Rows [start, stop) are dead for good."""
+        cut = len(self.restored)
+        self.restored[start:min(stop, cut)] = -1
+        self.added[max(start - cut, 0):max(stop - cut, 0)] = [None] * max(stop - max(start, cut), 0)
+
+
+class _Holders(MutableMapping):
+    """`Snapshot.holders` of a snapshot mapped from an image: scope -> the files holding it (a
+    dict, in file order), made from the table when first asked for and held as a dict from then
+    on (every change to it goes through here first)."""
+
+    def __init__(self, snap: "Snapshot", table: FileTable) -> None:
+        self.snap, self.table = snap, table
+        self._dicts: dict[tuple[str, str], dict[str, None]] = {}
+        numbers = table.numbers
+        self._file = np.repeat(np.arange(len(numbers)), numbers[:, 3])  # file of each file scope
+        self._order = np.argsort(table.scope_number, kind="stable")     # file scopes by scope, files in order
+        self._bounds = np.searchsorted(table.scope_number[self._order], np.arange(len(snap.scopes) + 1))
+
+    def __getitem__(self, scope: tuple[str, str]) -> dict[str, None]:
+        held = self._dicts.get(scope)
+        if held is None:
+            number = self.snap.scope_number[scope]  # KeyError for a scope never seen
+            if number + 1 >= len(self._bounds):
+                raise KeyError(scope)
+            at = self._order[self._bounds[number]:self._bounds[number + 1]]
+            paths = self.table.paths
+            held = self._dicts[scope] = {paths[f]: None for f in self._file[at].tolist()}
+        return held
+
+    def __setitem__(self, scope: tuple[str, str], files: dict[str, None]) -> None:
+        self._dicts[scope] = files
+
+    def __delitem__(self, scope: tuple[str, str]) -> None:
+        raise TypeError("a scope once seen stays in the snapshot")
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        return iter(self.snap.scope_number)  # every scope seen has its holders, empty or not
+
+    def __len__(self) -> int:
+        return len(self.snap.scope_number)
+
+
 class KeyIndex(MutableMapping):
     """id key -> row, as a dict would hold it, for a snapshot mapped from an image: the keys it
     was restored with in two sorted arrays (1.6 MB at 100,000 entries where a dict of Python ints
     took 11), and what changed since in a small dict. Looked up by binary search."""
 
-    def __init__(self, keys: np.ndarray, rows: np.ndarray) -> None:
-        order = np.argsort(keys, kind="stable")
-        self._keys, self._rows = keys[order], rows[order]
+    def __init__(self, keys: np.ndarray, rows: np.ndarray, ordered: bool = False) -> None:
+        """`keys[i]` is held at row `rows[i]`; `ordered`: the keys are sorted already."""
+        if not ordered:
+            order = np.argsort(keys, kind="stable")
+            keys, rows = keys[order], rows[order]
+        self._keys, self._rows = keys, rows
         self._gone = np.zeros(len(keys), bool)
         self._extra: dict[int, int] = {}
         self._len = len(keys)
@@ -138,8 +341,8 @@ class Snapshot(Columns):
     def __init__(self, dim: int, capacity: int = 0, scope_capacity: int = 0) -> None:
         super().__init__(dim, capacity, scope_capacity)
         self.stamps: dict[str, str] = {}
-        self.files: dict[str, FileRows] = {}
-        self.owner: list[FileRows | None] = []          # by row: the file it came from; None once dead
+        self.files = Files()
+        self.owner = _Owners(self.files)                # by row: the file it came from; None once dead
         self.by_key: MutableMapping[int, int] = {}      # id key -> row of the live copy (KeyIndex when mapped)
         self.scope_number: dict[tuple[str, str], int] = {}
         self.holders: dict[tuple[str, str], dict[str, None]] = {}  # scope -> files holding it, in order
@@ -174,16 +377,15 @@ class Snapshot(Columns):
     @property
     def top(self) -> dict[str, int]:
         if self._top is None:
-            self._top = {prefix: max((r.top[prefix] for r in self.files.values()), default=0)
-                         for prefix in ("L", "I")}
+            self._top = self.files.top()
         return dict(self._top)
 
     @property
     def warnings(self) -> list[str]:
         out = [self.notice] if self.notice else []
         for path in sorted(self.warned):
-            if self.files[path].warning:
-                out.append(self.files[path].warning)
+            if self.files.warning(path):
+                out.append(self.files.warning(path))
             out += self.duplicates.get(path, [])
         return out
 
@@ -200,7 +402,7 @@ class Snapshot(Columns):
         for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
             if self.by_key.get(key) == number:
                 del self.by_key[key]
-            self.owner[number] = None
+        self.owner.clear(rows.start, rows.start + rows.n)
         self.duplicates.pop(path, None)
         self.warned.discard(path)
         touched = []
@@ -250,7 +452,7 @@ class Snapshot(Columns):
                 other = by_key.setdefault(key, number)
                 if other != number:
                     dupes.append((number, other, key))
-            self.owner.extend([rows] * n)
+            self.owner.add(rows, n)
             self.size += n
             self.files[path] = rows
             if dupes:
@@ -274,25 +476,28 @@ class Snapshot(Columns):
         self._settle(touched)
 
     def restore(self, arrays: dict[str, np.ndarray], size: int, scopes: list[tuple[str, str, str]],
-                files: list[tuple[str, FileRows]], dead: int, duplicates: dict[str, list[str]],
-                scope_residual: float) -> None:
-        """Become the snapshot an image holds (`image.read`): its arrays as they are, and the
-        Python structures rebuilt from its files (in the order they were added)."""
+                table: FileTable, dead: int, duplicates: dict[str, list[str]], scope_residual: float) -> None:
+        """Become the snapshot an image holds (`image.read`): its arrays as they are, its files as
+        the table holds them (each file's `FileRows` made when something asks for it)."""
         self.adopt(arrays, size, scope_residual)
         self.scopes = scopes
         self.scope_number = {(kind, key): i for i, (kind, key, _) in enumerate(scopes)}
-        self.holders = {(kind, key): {} for kind, key, _ in scopes}
-        owner: list[FileRows | None] = [None] * size
-        for path, rows in files:
-            self.files[path] = rows
-            owner[rows.start:rows.start + rows.n] = [rows] * rows.n
-            for kind, key, _ in rows.scopes:
-                self.holders[(kind, key)][path] = None
-            if rows.warning:
-                self.warned.add(path)
-        self.owner = owner
-        live = np.flatnonzero(self.alive)
-        self.by_key = KeyIndex(np.array(self.id_key[live]), live)
+        self.files = Files(table)
+        starts, counts, first_scopes, scope_counts = table.numbers[:, :4].T
+        rows = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
+        if (np.any(first_scopes != np.cumsum(scope_counts) - scope_counts) or len(table.scope_number) != scope_counts.sum()
+                or (len(rows) and (rows.min() < 0 or rows.max() >= size))):
+            raise ValueError("the image's files do not match its rows")
+        owner = np.full(size, -1, np.int32)  # rows of files removed before the image was written: dead
+        owner[rows] = np.repeat(np.arange(len(counts), dtype=np.int32), counts)
+        self.owner = _Owners(self.files, owner)
+        self.holders = _Holders(self, table)
+        self.warned = {table.paths[number] for number in table.warnings}
+        live = arrays["key_rows"]  # the live rows by id key, as the image was written
+        keys = self.id_key[live]
+        if len(live) != np.count_nonzero(self.alive) or not self.alive[live].all() or np.any(keys[1:] < keys[:-1]):
+            raise ValueError("the image's key order does not match its rows")
+        self.by_key = KeyIndex(keys, live, ordered=True)  # (a private copy of a page once a key moves)
         self.duplicates = duplicates
         self.warned |= set(duplicates)
         self.dead = dead

@@ -50,6 +50,8 @@ NEAR_DUPLICATE = 0.9  # cosine at which a candidate only repeats a learning alre
 OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
 NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted in omitted)
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
+PILOT_SCOPES = 4  # per clause: the likeliest scopes, whose rows are scanned first to learn a floor (big stores)
+PRUNE_SHARE = 0.5  # scan only the rows that floor lets matter when they are fewer than this share of all
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
@@ -167,34 +169,107 @@ def _row_max(scores: np.ndarray) -> np.ndarray:
     return best
 
 
-def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float) -> np.ndarray:
+@dataclass
+class Found:
+    """What the scan found (`candidates`): the rows whose exact scores could change recall's answer,
+    ascending; which of them must be scored exactly before anything is decided (`exact`): the
+    rows that may or may not be hits, and those that could be some clause's best match; and,
+    for the others (surely hits), their approximate scores (clauses × rows) and bounds, good
+    enough to tell most of them near or not and out of the first ranks or not (`Layer.settle`)."""
+
+    rows: np.ndarray
+    exact: np.ndarray
+    approx: np.ndarray
+    slack: np.ndarray
+
+
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float,
+               prune: bool = True) -> Found:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
     (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
     can reach that clause's floor). Rows that surely clear their cutoff give each clause a best it
     cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
     three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
-    may be the fallback: every possible hit is kept, and the issues that could be the nearest."""
-    approx, slack = snap.approximate(queries, SCOPE_SHARE)  # clauses × rows, and each row's bound
+    may be the fallback: every possible hit is kept, and the issues that could be the nearest.
+    With `prune`, only the rows of the scopes that can reach such a floor are scanned at all
+    (`_worth_scanning`); without, every row is (the reference the tests hold the pruning to)."""
+    scanning = snap.scan(queries, SCOPE_SHARE)
+    return _chosen(snap, scanning, _worth_scanning(snap, scanning, cutoff, band) if prune else None, cutoff, band)
+
+
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float) -> Found:
+    """`candidates` among `rows` (None: every row), the rows no other row can matter beside."""
+    approx, slack = scanning.scores(rows)  # clauses × rows, and each row's bound
+    cut = cutoff if rows is None else cutoff[rows]
     top = approx.max(axis=0)
-    maybe = top + slack >= cutoff
-    sure = top - slack >= cutoff
+    maybe = top + slack >= cut
+    sure = top - slack >= cut
     if sure.any():
-        low = np.empty(len(approx), np.float32)  # each clause's best is at least this
-        sure_low = np.empty_like(slack)
-        for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
-            np.subtract(approx[j], slack, out=sure_low)
-            low[j] = np.max(sure_low, where=sure, initial=-np.inf)
+        low = _best_under(approx, slack, sure)
         floor = np.maximum(low - band, low.max() - 3 * band)
         reach = approx[0] + slack
         near = reach >= floor[0]
+        best = reach >= low[0]  # could be the clause's best match
         for j in range(1, len(floor)):
             np.add(approx[j], slack, out=reach)
             near |= reach >= floor[j]
-        return np.flatnonzero(maybe & near)
+            best |= reach >= low[j]
+        found = np.flatnonzero(maybe & near)
+        exact = ~sure[found] | best[found]
+        return Found(found if rows is None else rows[found], exact, approx[:, found], slack[found])
+    if rows is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
+        return _chosen(snap, scanning, None, cutoff, band)
     issue = np.isfinite(cutoff) & ~snap.is_learning
     nearest = np.max(top - slack, where=issue, initial=-np.inf)
-    return np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+    found = np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
+    return Found(found, np.ones(len(found), bool), approx[:, :0], slack[:0])  # the fallback may come: all exact, no bounds
+
+
+def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.ndarray:
+    """Per clause, a score its best match cannot fall below: the rows `sure` to be hits score at
+    least this much (their approximate score less their bound)."""
+    low = np.empty(len(approx), np.float32)
+    sure_low = np.empty_like(slack)
+    for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
+        np.subtract(approx[j], slack, out=sure_low)
+        low[j] = np.max(sure_low, where=sure, initial=-np.inf)
+    return low
+
+
+def _floor_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray, band: float) -> np.ndarray:
+    """Per clause, a floor `_rank` cannot set lower, from the rows `sure` to be hits: each
+    clause's best less a band, and never more than three bands under the best of all."""
+    low = _best_under(approx, slack, sure)
+    return np.maximum(low - band, low.max() - 3 * band)
+
+
+def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -> np.ndarray | None:
+    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
+    The rows of the PILOT_SCOPES likeliest scopes of each clause are scored first; those sure to
+    be hits set a floor under `_rank`'s (`_floor_under`). A row of a scope whose bound
+    (`scope_bound`: the scope's likeness with the best text any row could have) stays under that
+    floor on every clause can be neither near nor any clause's best: it is not scanned. Pruning
+    that would keep most rows is not worth its gathering: every row is scanned then."""
+    if len(snap.scopes) <= PILOT_SCOPES:
+        return None
+    bound = scanning.scope_bound()  # clauses × scopes
+    scoped = np.isfinite(cutoff)
+    pilot = np.zeros(len(snap.scopes), bool)
+    pilot[np.argpartition(-bound, PILOT_SCOPES, axis=1)[:, :PILOT_SCOPES]] = True
+    rows = np.flatnonzero(pilot[snap.scope_of] & scoped)
+    if not len(rows):
+        return None
+    approx, slack = scanning.scores(rows)
+    sure = approx.max(axis=0) - slack >= cutoff[rows]
+    if not sure.any():
+        return None
+    floor = _floor_under(approx, slack, sure, band)
+    keep = bound[0] >= floor[0]
+    for j in range(1, len(floor)):
+        keep |= bound[j] >= floor[j]
+    rows = np.flatnonzero(keep[snap.scope_of] & scoped)
+    return rows if len(rows) < PRUNE_SHARE * snap.size else None
 
 
 class Layer:
@@ -202,7 +277,10 @@ class Layer:
 
     In a big store only the rows that could be returned are scored exactly (`candidates`): the
     arrays over rows hold their scores and nothing for the rest (relevance -inf, never a hit), and
-    `per_clause` has one line per candidate (`rows`)."""
+    `per_clause` has one line per row scored exactly (`rows`). Rows surely hits that cannot be a
+    clause's best match are first only bounded (`loose`: `relevance` holds the most, `relevance_low`
+    the least they can score) and scored exactly when a decision needs it (`settle`): when their
+    bounds straddle a clause's floor, or they could rank among the first few."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config, named: list[str] = ()) -> None:
@@ -218,25 +296,26 @@ class Layer:
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
         cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
         cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
+        self.loose = np.zeros(snap.size, bool)
+        self.loose_rows = np.zeros(0, np.intp)
+        self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
+        self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
             # (always-on and named: ordered by their exact relevance)
+            found = candidates(snap, queries, cutoff, config.threshold("band"))
+            self._held_at = np.full(snap.size, -1, np.intp)
             chosen = np.zeros(snap.size, bool)
-            chosen[candidates(snap, queries, cutoff, config.threshold("band"))] = True
+            chosen[found.rows[found.exact]] = True
             self.rows = np.flatnonzero(chosen | self.always | self.named)
-            # candidates × clauses: how close each is to each part of the intent, in float32
-            at = snap.scope_of[self.rows]
-            scopes = np.zeros(len(snap.scopes), bool)
-            scopes[at] = True
-            scopes = np.flatnonzero(scopes)  # each scope once (np.unique would import numpy.ma)
-            place = np.empty(len(snap.scopes), np.intp)
-            place[scopes] = np.arange(len(scopes))
-            scope_level = np.maximum(snap.scope_vectors_of("centroids", scopes) @ queries.T,
-                                     snap.scope_vectors_of("phrases", scopes) @ queries.T)
-            self.per_clause = (SCOPE_SHARE * scope_level[place[at]]
-                               + (1 - SCOPE_SHARE) * (snap.vectors_of(self.rows) @ queries.T))
+            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
             self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
+            if not found.exact.all():
+                loose = ~found.exact & ~(self.named | self.always)[found.rows]  # those are scored exactly
+                self.loose_rows = found.rows[loose]
+                self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
+                self.loose[self.loose_rows] = True
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
@@ -245,8 +324,68 @@ class Layer:
         relevance = _row_max(self.per_clause)
         self.relevance = np.full(snap.size, -np.inf, relevance.dtype)
         self.relevance[self.rows] = relevance
+        self.relevance_low = self.relevance.copy()
+        if len(self.loose_rows):
+            top = self.loose_approx.max(axis=0)
+            self.relevance[self.loose_rows] = top + self.loose_slack
+            self.relevance_low[self.loose_rows] = top - self.loose_slack
         self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
         self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+
+    def _exact(self, rows: np.ndarray) -> np.ndarray:
+        """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
+        The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
+        vectors = self.snap.vectors_of(rows)
+        self._held_at[rows] = np.arange(len(rows)) + len(self._held)
+        self._held = np.concatenate([self._held, vectors]) if len(self._held) else vectors
+        return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
+                + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
+
+    def scope_levels(self, scopes: np.ndarray) -> np.ndarray:
+        """Scopes × clauses: the closer of each scope's phrase and centroid to each clause, in
+        float32, read once per recall for each scope (`scope_vectors_of`)."""
+        snap = self.snap
+        if self._level_at is None:
+            self._level_at = np.full(len(snap.scopes), -1, np.intp)
+            self._levels = np.zeros((0, len(self.queries)), np.float32)
+        new = np.zeros(len(snap.scopes), bool)
+        new[scopes] = True
+        new[self._level_at >= 0] = False
+        new = np.flatnonzero(new)  # each scope not yet read, once (np.unique would import numpy.ma)
+        if len(new):
+            level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
+                               snap.scope_vectors_of("phrases", new) @ self.queries.T)
+            self._level_at[new] = np.arange(len(new)) + len(self._levels)
+            self._levels = np.concatenate([self._levels, level])
+        return self._levels[self._level_at[scopes]]
+
+    def vectors_of(self, rows) -> np.ndarray:
+        """`snap.vectors_of(rows)`, from what scoring them read when it did (MMR and the
+        conflicts ask for rows scored exactly: no second read from the image)."""
+        rows = np.asarray(rows, np.intp)
+        if not len(self._held):
+            return self.snap.vectors_of(rows)
+        at = self._held_at[rows]
+        held = at >= 0
+        if held.all():
+            return self._held[at]
+        out = np.empty((len(rows), self.snap.dim), np.float32)
+        out[held] = self._held[at[held]]
+        out[~held] = self.snap.vectors_of(rows[~held])
+        return out
+
+    def settle(self, rows: np.ndarray) -> np.ndarray:
+        """Score the loose ones of `rows` exactly (they join `rows` and `per_clause`); returns
+        those rows, and leaves their exact relevance in `relevance` and `relevance_low`."""
+        rows = np.asarray(rows, np.intp)
+        rows = rows[self.loose[rows]]
+        if len(rows):
+            per_clause = self._exact(rows)
+            self.rows = np.concatenate([self.rows, rows])
+            self.per_clause = np.concatenate([self.per_clause, per_clause])
+            self.relevance[rows] = self.relevance_low[rows] = _row_max(per_clause)
+            self.loose[rows] = False
+        return rows
 
     def weight_of(self, rows) -> np.ndarray:
         """The weight of each of `rows` today (0 for an issue): computed for the few rows a
@@ -266,12 +405,26 @@ class Layer:
     def keep_near(self, floor: np.ndarray) -> None:
         """Only entries within the band of the best match for some clause stay hits: each part of
         a many-sided intent brings its own best matches, not just the part that matched best.
-        Entries of the scopes the caller named are returned on their own, after these."""
+        Entries of the scopes the caller named are returned on their own, after these. A loose
+        row whose bounds leave it unclear is scored exactly first."""
+        if len(self.loose_rows):
+            approx, slack = self.loose_approx, self.loose_slack
+            surely = approx[0] - slack >= floor[0]
+            maybe = approx[0] + slack >= floor[0]
+            for j in range(1, len(floor)):
+                surely |= approx[j] - slack >= floor[j]
+                maybe |= approx[j] + slack >= floor[j]
+            still = self.loose[self.loose_rows]
+            self.settle(self.loose_rows[maybe & ~surely & still])
+            far = self.loose_rows[~maybe & still]
         near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
         kept = np.zeros(self.snap.size, bool)
+        kept[self.loose] = True  # surely near: the loose rows left
         kept[self.rows] = near
+        if len(self.loose_rows):
+            kept[far] = False
         self.learn_hit &= kept & ~self.named
         self.issue_hit &= kept & ~self.named
 
@@ -294,7 +447,7 @@ class Pool:
     @property
     def vectors(self) -> np.ndarray:
         if self._vectors is None:
-            self._vectors = np.concatenate([layer.snap.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
+            self._vectors = np.concatenate([layer.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
         return self._vectors
 
     def vectors_at(self, at: np.ndarray) -> np.ndarray:
@@ -302,7 +455,7 @@ class Pool:
         out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
         for i, layer in enumerate(self.layers):
             mine = self.layer[at] == i
-            out[mine] = layer.snap.vectors_of(self.row[at][mine])
+            out[mine] = layer.vectors_of(self.row[at][mine])
         return out
 
     def _gather(self, get) -> np.ndarray:
@@ -366,6 +519,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
 
     if learn.refs:
+        _settle(learn, MMR_POOL, weighted=True)
         value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
         chosen = [learn.refs[i] for i in _mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k)]
         ranked.omitted["learnings"] += len(learn.refs) - len(chosen)
@@ -374,6 +528,8 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     if not learn.refs and not issue.refs and not always and not named.refs:
         # nothing matched and no rule holds for every task: the single nearest issue (or the
         # strongest learning), flagged, so a vague intent is not met with nothing at all
+        for layer in layers:
+            layer.settle(layer.loose_rows)
         issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
         if issues_left.refs:
             li, row = issues_left.refs[issues_left.order(issues_left.column("relevance"), 1)[0]]
@@ -382,6 +538,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
             strongest = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
             chosen = [strongest.refs[i] for i in strongest.order(strongest.column("weight"), 1)]
         ranked.fallback = bool(issue.refs or chosen)
+    _settle(issue, config.issues_k, weighted=False)
     order = issue.order(issue.column("relevance"), config.issues_k)
     ranked.omitted["issues"] += max(0, len(issue.refs) - config.issues_k)
     issues = [issue.refs[i] for i in order]
@@ -411,6 +568,24 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     return ranked
 
 
+def _settle(pool: Pool, limit: int, weighted: bool) -> None:
+    """Score exactly the loose rows of `pool` that could be among its first `limit` (by relevance,
+    times the weight's factor when `weighted`, as `_rank` orders it): at least `limit` rows surely
+    score as much as the limit-th best lower bound, so a row whose upper bound stays under it
+    cannot be among them, and the upper bound it keeps sorts it below every row that can."""
+    loose = pool._gather(lambda layer: layer.loose)
+    if not loose.any():
+        return
+    high, low = pool.column("relevance"), pool.column("relevance_low")
+    if weighted:
+        factor = 0.5 + 0.5 * pool.column("weight")
+        high, low = high * factor, low * factor
+    cut = np.partition(low, len(low) - limit)[len(low) - limit] if len(low) > limit else -np.inf
+    unclear = loose & (high >= cut)
+    for i, layer in enumerate(pool.layers):
+        layer.settle(pool.row[unclear & (pool.layer == i)])
+
+
 def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[str, int]:
     """The scopes no returned entry came from, each with its count of entries (always-on ones
     aside: those were all returned), nearest to the intent first, at most OTHER_SCOPES. Counted
@@ -429,8 +604,7 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         take = OTHER_SCOPES * 2 + len(used) + 16
         if len(have) > take:
             have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
-        exact = np.maximum(snap.scope_vectors_of("centroids", have) @ layer.queries.T,
-                           snap.scope_vectors_of("phrases", have) @ layer.queries.T).max(axis=1)
+        exact = layer.scope_levels(have).max(axis=1)
         for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
             seen = nearest.get(key)
@@ -513,7 +687,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     for li, layer in enumerate(layers):  # one read per layer, not per entry
         at = [i for i, (l, _) in enumerate(refs) if l == li]
         if at:
-            vecs[at] = layer.snap.vectors_of([refs[i][1] for i in at])
+            vecs[at] = layer.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
     entries = [layers[li].snap.entries[row] for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or
