@@ -710,3 +710,59 @@ def test_a_quoted_value_reads_as_json_reads_it() -> None:
             valid = False
         assert blocks._is_json_string(raw) == valid, repr(raw)
         assert blocks.decode_value(raw) == (expected if valid else raw), repr(raw)
+
+
+# --- the fast reader reads what the plain one read ------------------------------------------------------
+
+TRICKY_LINES = ["", " ", "\r", "#", "# Title", "## L5 · another", "## L5 · again", "## I2 · an issue", "##", "## L07 · x",
+                "---", "===", "-=-", "Text", "text under", "  indented", "    code", "\tTab", "1. item", "2) item",
+                "- item", "* star", "+ plus", "> quote", ">", "-", "```", "```py", "~~~", "````", "<div>", "</div>",
+                "<!--", "-->", "<pre>", "</pre>", "<?php", "?>", "<![CDATA[", "]]>", "<!DOCTYPE", "[ref]: /url",
+                "- scope: x", "- scope:", "- recurrence: 0", "- recurrence: 3", "- first_seen: 2026-02-30",
+                "- last_seen: 2026-13-01", "- last_seen: 2025-01-01", "- first_seen: 2026-07-23",
+                "- provenance: \"bad", "- provenance: \"ok — 'fine'\"", "- provenance: \"esc \\\" q\"",
+                "- applies: always", "- applies: often", "- colour: red", "- scope: x\r", "<<<<<<< ours",
+                "=======", ">>>>>>> theirs", "||||||| base", "\ufeffBOM", "Ünïcödé text", "表格", "a<b", "Zed"]
+
+
+def mutated(rng, text: str) -> str:
+    """`text` with a few lines inserted, dropped, swapped or given a carriage return."""
+    lines = text.split("\n")
+    for _ in range(rng.randint(1, 4)):
+        at = rng.randrange(len(lines) + 1)
+        what = rng.random()
+        if what < 0.5:
+            lines.insert(at, rng.choice(TRICKY_LINES))
+        elif what < 0.7 and lines:
+            del lines[min(at, len(lines) - 1)]
+        elif what < 0.85 and len(lines) > 1:
+            i, j = rng.randrange(len(lines)), rng.randrange(len(lines))
+            lines[i], lines[j] = lines[j], lines[i]
+        elif lines:
+            lines[min(at, len(lines) - 1)] += "\r"
+    return "\n".join(lines) + rng.choice(["", "\n", "\n\n", "\r\n"])
+
+
+def test_the_reader_reads_what_the_plain_reader_read() -> None:
+    """The reader's fast paths (one split for every line, carriage returns stripped once, plain body
+    lines past the markdown patterns, dates checked once) change nothing: every fixture, and a few
+    thousand of them mutated with the lines most likely to matter, read as the reader before them
+    (tests/reference_blocks.py) read them, blocks, offsets, raw text and errors alike."""
+    import random
+
+    from tests import reference_blocks
+
+    rng = random.Random(20)
+    texts = [read(p) for p in VALID + INVALID] + [SPEC_EXAMPLE, "", "\n", "\r\n", "##", "## L1 · x"]
+    cases = list(texts)
+    for _ in range(4000):
+        base = rng.choice(texts)
+        cases.append(mutated(rng, base if rng.random() < 0.7 else base + "\n" + rng.choice(texts)))
+    differ = 0
+    for text in cases:
+        for folder in (None, "learnings", "issues"):
+            if blocks.parse(text, "f.md", folder) != reference_blocks.parse(text, "f.md", folder):
+                differ += 1
+    errors = sum(bool(blocks.parse(t).errors) for t in cases)
+    assert differ == 0
+    assert errors > len(cases) // 4 and len(cases) - errors > 200  # the cases reach both errors and clean reads

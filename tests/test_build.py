@@ -8,6 +8,7 @@ committed version, with a warning) and an id written twice, so the workers meet 
 """
 from __future__ import annotations
 
+import gc
 import os
 import sqlite3
 import subprocess
@@ -70,6 +71,7 @@ def test_the_workers_build_what_one_process_builds(big, monkeypatch):
     config, path = big
     serial = _built(config, path, monkeypatch, pool=False)
     pooled = _built(config, path, monkeypatch, pool=True)
+    assert gc.isenabled() and gc.get_freeze_count() == 0  # the pause for the build is over
     assert len(serial[0]["files"]) == 600 and serial[0]["vectors"] == []
     assert any(row[2] for row in serial[0]["files"])  # the broken file's warning
     assert serial[0] == pooled[0]  # index.sqlite, row by row, byte for byte

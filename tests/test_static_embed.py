@@ -294,3 +294,73 @@ def test_a_hand_commit_hook_refreshes_the_static_index(static_env, store_root, m
     freshness.LIVE.clear()
     result = recall("hooked", "header row styling")
     assert calls == [] and "always" in result["learnings"][0]["rule"]
+
+
+# --- the same floats as a plain loop -----------------------------------------------------------------
+
+def reference_vectors(embedder: embed.StaticEmbedder, texts: list[str]) -> np.ndarray:
+    """The static backend's definition, one text and one token at a time: each text's token rows
+    (int8 code times its scale, in float32) added in order to a zero row, then its unknown words'
+    directions, then every row L2-normalised. The batched path must give these floats, bit for bit."""
+    from git_whetstone.semantics.wordpiece import WordPiece, basic_words
+
+    embedder.embed(["load the table"])
+    spell = WordPiece(embedder._wordpiece.vocab).word  # a tokenizer of its own: no cache shared
+    out = np.zeros((len(texts), embedder.dim), np.float32)
+    for row, text in enumerate(texts):
+        unknown = []
+        for word in embed._without_negations(basic_words(text)):
+            ids = spell(word)
+            if ids is None:
+                unknown.append(word)
+                continue
+            for token in ids:
+                out[row] += embedder._codes[token].astype(np.float32) * embedder._scales[token]
+        for word in unknown:
+            out[row] += embed._unknown_vector(word, embedder.dim, float(embedder.meta["unknown_norm"]))
+    norms = np.linalg.norm(out, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return out / norms
+
+
+ODD_TEXTS = ["", " ", "\t\n", "🔥", "Use 🔥 for 🎉 hot items", "表格的圆角不要", "Ünïcödé Straße ΣΑΣ ΌΣΟΣ",
+             "x" * 101, "supercalifragilisticexpialidocious" * 3, "don't, never, won’t!", "!!!...,,,;;",
+             "a\x00b\tc\r\nd\x7fe", "\u200bzero\u200dwidth", "word " * 700, "Right-align the MSRP column."]
+
+
+def eval_texts() -> list[str]:
+    """Every text of the labeled set: entries, queries and pair texts."""
+    found: list[str] = []
+    for path in sorted((REPO / "tests" / "eval").rglob("*.json")):
+        def walk(node) -> None:
+            if isinstance(node, str):
+                found.append(node)
+            elif isinstance(node, dict):
+                for value in node.values():
+                    walk(value)
+            elif isinstance(node, list):
+                for value in node:
+                    walk(value)
+        walk(json.loads(path.read_text(encoding="utf-8")))
+    return found
+
+
+def same_floats(a: np.ndarray, b: np.ndarray) -> bool:
+    """Bit for bit (a bool: pytest would print both megabyte strings)."""
+    return a.shape == b.shape and a.dtype == b.dtype and a.tobytes() == b.tobytes()
+
+
+def test_batched_vectors_are_the_plain_loops_floats() -> None:
+    texts = eval_texts()
+    assert len(texts) > 1000
+    rng = np.random.default_rng(3)
+    mixed = texts + ODD_TEXTS * 3
+    mixed = [mixed[i] for i in rng.permutation(len(mixed))]  # odd texts among ordinary ones, batches of every length
+    expected = reference_vectors(STATIC, mixed)
+    fresh = embed.StaticEmbedder()  # nothing cached yet: words met for the first time
+    assert same_floats(fresh.embed(mixed), expected)
+    assert same_floats(fresh.embed(mixed), expected)  # and again, every word cached
+    for text in ODD_TEXTS:
+        assert same_floats(fresh.embed([text]), reference_vectors(STATIC, [text])), text
+    many = (mixed * (2 * STATIC.BATCH // len(mixed) + 2))[: 2 * STATIC.BATCH + 77]  # across batch and pool edges
+    assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))

@@ -26,6 +26,8 @@ import datetime as dt
 import json
 import re
 from dataclasses import dataclass
+from functools import lru_cache
+from itertools import accumulate
 
 DOT = "\u00b7"
 PREFIX = {"learnings": "L", "issues": "I"}
@@ -70,6 +72,8 @@ _LIST_CONTINUATION = re.compile(r"^(?: {0,3}-(?:[ \t]|$)| {2,}\S|[ ]*\t)")
 _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:(?:[A-Za-z]\.)+[A-Za-z]|vs|cf|approx|incl|resp|Mr|Mrs|Ms|Dr|St)$")
 # . ! or ? then a space and the next sentence's first character (or the end); or a CJK full stop.
 _SENTENCE_END = re.compile(r"[.!?](?=\s+(\S)|$)|[\u3002\uff01\uff1f]")
+_HEAD_STARTS = frozenset(("## ", "##"))  # a heading line's first three characters, or "##" alone
+_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
 _OPENERS = "\"'([\u201c\u2018\u00ab\u00bf\u00a1"  # quotes, brackets, ¿ ¡ may open a sentence
 
 
@@ -211,14 +215,11 @@ def derive_title(body: str, limit: int = TITLE_LIMIT) -> str:
 
 # --- reading --------------------------------------------------------------------------------------
 
-def _lines_with_offsets(text: str) -> list[tuple[int, str]]:
-    out, pos = [], 0
-    for line in text.split("\n"):
-        out.append((pos, line))
-        pos += len(line) + 1
+def _lines(text: str) -> list[str]:
+    lines = text.split("\n")
     if text.endswith("\n"):
-        out.pop()  # the empty string after the final newline is not a line
-    return out
+        lines.pop()  # the empty string after the final newline is not a line
+    return lines
 
 
 def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
@@ -228,7 +229,7 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
     Blocks with errors are left out of `blocks`, so callers never see half-valid entries.
     """
     errors: list[FormatError] = []
-    lines = _lines_with_offsets(text)
+    lines = _lines(text)
     want = PREFIX.get(folder) if folder else None
 
     def err(line: int, message: str) -> None:
@@ -237,7 +238,7 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
     in_conflict: set[int] = set()  # lines between a merge's <<<<<<< and >>>>>>> markers
     opened = None
     marked = any(run in text for run in _MARKER_RUNS)  # else no line can hold a marker
-    for number, (_, line) in enumerate(lines if marked else (), 1):
+    for number, line in enumerate(lines if marked else (), 1):
         if line.startswith(_MARKER_STARTS) and _CONFLICT_MARKER.match(line.rstrip("\r")):
             err(number, "unresolved merge conflict marker")
             if line.startswith("<"):
@@ -245,8 +246,8 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
             elif line.startswith(">") and opened is not None:
                 in_conflict.update(range(opened, number + 1))
                 opened = None
-    heads = [i for i, (_, line) in enumerate(lines) if line.startswith("## ") or line == "##"]
-    for i, (_, line) in enumerate(lines[: heads[0] if heads else len(lines)]):
+    heads = [i for i, line in enumerate(lines) if line[:1] == "#" and line[:3] in _HEAD_STARTS]
+    for i, line in enumerate(lines[: heads[0] if heads else len(lines)]):
         if i == 0 and line.startswith("\ufeff"):
             err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
             break
@@ -258,12 +259,15 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
 
     blocks: list[Block] = []
     seen: dict[str, int] = {}
+    # where line i starts: the lengths of the lines before it, and their newlines
+    offsets = list(accumulate(map(len, lines), initial=0)) if heads else []
+    texts = [line.rstrip("\r") for line in lines] if "\r" in text else lines
     for h, head in enumerate(heads):
         stop = heads[h + 1] if h + 1 < len(heads) else len(lines)
-        start_off = lines[head][0]
-        end_off = lines[stop][0] if stop < len(lines) else len(text)
+        start_off = offsets[head] + head
+        end_off = offsets[stop] + stop if stop < len(lines) else len(text)
         before = len(errors)
-        block = _parse_block(lines[head:stop], head + 1, want, err)
+        block = _parse_block(texts[head:stop], head + 1, want, err)
         if block is None or len(errors) > before:
             continue
         bid, title, fields, body = block
@@ -276,8 +280,8 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
     return Parsed(blocks, errors)
 
 
-def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err) -> tuple | None:
-    texts = [line.rstrip("\r") for _, line in lines]
+def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple | None:
+    """One block's lines (without their carriage returns) into (id, title, fields, body)."""
     match = _HEADING.match(texts[0])
     if not match:
         err(first, "malformed heading: expected '## L<n> · title' (with the middle dot ·)")
@@ -299,12 +303,13 @@ def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err
         err(first, f"{bid} has an empty title")
 
     fields: list[tuple[str, str]] = []
-    i = 1
-    while i < len(texts):
-        match = _FIELD.match(texts[i])
-        if not match:
+    i, n, field = 1, len(texts), _FIELD.match
+    while i < n:
+        match = field(texts[i])
+        if match is None:
             break
-        fields.append((match.group(1), (match.group(2) or "").strip()))
+        key, value = match.groups()
+        fields.append((key, value.strip() if value else ""))
         i += 1
     if i < len(texts) and texts[i].strip():
         line = first + i
@@ -329,7 +334,8 @@ def _parse_block(lines: list[tuple[int, str]], first: int, want: str | None, err
     _check_body(body_lines, body_start, err)
     if not body_lines:
         err(first, f"{bid} has an empty body")
-    elif all(_LINK_DEFINITION.match(line) or not line.strip() for line in body_lines):
+    elif body_lines[0][:1] not in _LETTERS and all(_LINK_DEFINITION.match(line) or not line.strip()
+                                                   for line in body_lines):  # (text is no link definition)
         err(body_start, f"{bid} has an empty body (link definitions alone show nothing)")
 
     _check_fields(prefix, bid, fields, first, err)
@@ -346,6 +352,10 @@ def _check_body(lines: list[str], start: int, err) -> None:
         if region:
             if _closes(region[1], line):
                 region = None
+            continue
+        if line[:1] in _LETTERS:  # plain text: no heading, fence, HTML, list or quote starts so
+            if not paragraph and not container:
+                paragraph = True
             continue
         if _ATX.match(line):
             err(start + j, "a heading inside a body (start a new block with '## L<n> · title')")
@@ -421,6 +431,7 @@ def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: i
         err(first, f"{bid}: last_seen {last_seen} is before first_seen {first_seen}")
 
 
+@lru_cache(maxsize=4096)  # a store's dates repeat: a few hundred days
 def _is_date(value: str) -> bool:
     if not _DATE.match(value):
         return False

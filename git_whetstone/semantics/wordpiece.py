@@ -51,7 +51,9 @@ def _char_class(ch: str) -> str:
 def basic_words(text: str) -> list[str]:
     """Steps 1-4: the words and punctuation marks of `text`, lowercased and without accents."""
     if text.isascii():
-        return _ASCII_WORDS.findall(text.translate(_ASCII_CLEAN).lower())
+        if not text.isprintable():  # printable ASCII has nothing to clean
+            text = text.translate(_ASCII_CLEAN)
+        return _ASCII_WORDS.findall(text.lower())
     kept = []
     for ch in text:
         kind = _char_class(ch)
@@ -104,6 +106,13 @@ class WordPiece:
         found = self._spell(word)
         if len(self._cache) < self.CACHE:
             self._cache[word] = found
+        return found
+
+    def words(self, words: list[str]) -> list[tuple[int, ...] | None]:
+        """`word` of each of `words`: one dict lookup a word once they are known."""
+        found = list(map(self._cache.get, words))
+        if None in found:  # words met for the first time (or unknown ones, which are cached as None)
+            found = [self.word(w) if ids is None else ids for ids, w in zip(found, words)]
         return found
 
     def tokens(self, text: str) -> list[str]:
