@@ -141,17 +141,8 @@ def test_a_subset_of_rows_scores_what_the_pass_over_every_row_gives(monkeypatch)
     any subset (none, one, scattered, dense across blocks, every row)."""
     from git_whetstone.index import columns
     rng = np.random.default_rng(9)
-    dim, rows, scopes = 64, 2_500, 40
-    cols = Columns(dim, rows, scopes)
-    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
-    cols.size = rows
-    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
-    for matrix in (cols.phrases, cols.centroids):
-        m = rng.standard_normal((scopes, dim)).astype(np.float32)
-        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
-    cols.scopes_changed(np.arange(scopes))
-    cols.scope_of[:] = rng.integers(0, scopes, rows)
+    cols = _random_columns(rng)
+    dim, rows, scopes = cols.dim, cols.size, len(cols.scopes)
     monkeypatch.setattr(columns, "SCAN_BLOCK", 300)  # eight full blocks and a tail of 100
     subsets = [np.zeros(0, np.intp), np.array([0]), np.array([rows - 1]), np.arange(299, 302),
                np.sort(rng.choice(rows, 40, replace=False)), np.sort(rng.choice(rows, 700, replace=False)),
@@ -219,17 +210,8 @@ def test_the_scan_in_blocks_gives_what_one_pass_over_every_row_gives(monkeypatch
     tail block included."""
     from git_whetstone.index import columns
     rng = np.random.default_rng(5)
-    dim, rows, scopes = 64, 2_500, 40
-    cols = Columns(dim, rows, scopes)
-    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
-    cols.size = rows
-    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
-    for matrix in (cols.phrases, cols.centroids):
-        m = rng.standard_normal((scopes, dim)).astype(np.float32)
-        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
-    cols.scopes_changed(np.arange(scopes))
-    cols.scope_of[:] = rng.integers(0, scopes, rows)
+    cols = _random_columns(rng)
+    dim, rows, scopes = cols.dim, cols.size, len(cols.scopes)
     monkeypatch.setattr(columns, "SCAN_BLOCK", 1_000)  # two full blocks and a tail of 500
     for clauses in (1, 5, 16):
         queries = rng.standard_normal((clauses, dim)).astype(np.float32)
@@ -311,3 +293,18 @@ def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_s
     assert [[f[:1] + f[2:] for f in found] for found in compact] == [[f[:1] + f[2:] for f in found] for found in exact]
     assert all(abs(a[1] - b[1]) < 1e-6 for x, y in zip(compact, exact) for a, b in zip(x, y))
     assert sum(len(found) for found in exact) > 1_000 and all(exact[:25])  # a stored rule finds itself
+
+
+def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40) -> Columns:
+    """Columns of random unit rows, phrases and centroids, each row in a random scope."""
+    cols = Columns(dim, rows, scopes)
+    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+    cols.size = rows
+    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
+    for matrix in (cols.phrases, cols.centroids):
+        m = rng.standard_normal((scopes, dim)).astype(np.float32)
+        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    cols.scopes_changed(np.arange(scopes))
+    cols.scope_of[:] = rng.integers(0, scopes, rows)
+    return cols
