@@ -159,6 +159,25 @@ def test_a_damaged_or_foreign_image_is_ignored_and_replaced(big):
         assert image.read(path, identity, dim) is not None  # written again by the process that loaded
 
 
+def test_a_name_no_image_can_hold_drops_the_image_rather_than_keeping_an_old_one(big):
+    """A scope name with a NUL (a hand edit) cannot go into the image's NUL-joined columns: the
+    image is removed, so new processes load from index.sqlite instead of patching an old image."""
+    config, path = big
+    _cold(config, path)
+    assert (path / image.NAME).exists()
+    target = sorted((path / "learnings").glob("*.md"))[0]
+    text = target.read_text()
+    line = next(l for l in text.splitlines() if l.startswith("- scope: "))
+    target.write_text(text.replace(line, line[:-1] + "\0" + line[-1:], 1))
+    snap = _cold(config, path)
+    assert any("\0" in display for _, _, display in snap.scopes)
+    answers = _answers(config)
+    embedder = get_embedder(config.embedding_backend)
+    image.write(path, embedder.identity, snap)
+    assert not (path / image.NAME).exists()
+    assert not _cold(config, path).mapped and _answers(config) == answers
+
+
 def test_reindex_drops_the_image_with_the_index(big):
     config, path = big
     _cold(config, path)

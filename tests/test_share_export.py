@@ -8,6 +8,9 @@ import datetime as dt
 import gzip
 import hashlib
 import io
+import os
+import subprocess
+import sys
 import tarfile
 from pathlib import Path
 
@@ -306,6 +309,20 @@ def test_a_corrupt_foreign_or_unwritable_cache_is_never_a_wrong_pack(monkeypatch
     finally:
         (built.path / ".git").chmod(0o755)
     assert not list((built.path / ".git").glob(".whetstone-export*"))  # no temporary left behind
+    # what an export killed while writing left is swept by the next one; a running writer's file stays
+    cache_file.rmdir()
+    dead, alive = (built.path / ".git" / f".{packcache.FILE}.{pid}.tmp" for pid in (_dead_pid(), os.getppid()))
+    dead.write_bytes(good[:100])
+    alive.write_bytes(good[:100])
+    cached(config, "torn", fresh=files)
+    assert not dead.exists() and alive.exists() and cache_file.read_bytes() == good
+
+
+def _dead_pid() -> int:
+    """A pid no process has: a child's, once reaped."""
+    child = subprocess.Popen([sys.executable, "-c", "pass"])
+    child.wait()
+    return child.pid
 
 
 def test_the_report_of_a_cached_export_is_the_uncached_one(monkeypatch, tmp_path: Path) -> None:

@@ -227,7 +227,8 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     columns = {"paths": paths, "stamps": stamps, "name_keys": [key for _, key, _ in names],
                "name_displays": [display for _, _, display in names]}
     if len(kinds) > 255 or any("\0" in text for strings in columns.values() for text in strings):
-        return  # a name no column can hold (a NUL in a file or scope name): no image, index.sqlite serves
+        discard(root)  # a name no column can hold (a NUL in a file or scope name): no image, index.sqlite
+        return         # serves, rather than an old image every new process would patch again
     header = {"version": VERSION, "identity": identity, "dim": snap.dim, "size": snap.size, "dead": snap.dead,
               "scopes": len(snap.scopes), "kinds": kinds, **{name: "\0".join(strings) for name, strings in columns.items()},
               "warnings": warnings, "duplicates": snap.duplicates, "scope_residual": snap.scope_residual,

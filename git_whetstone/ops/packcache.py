@@ -268,10 +268,29 @@ class Cache:
             tmp.write_bytes(head + body)
             os.replace(tmp, self.path)
         except OSError:  # a cache: the next export reads the store again
-            try:
-                tmp.unlink(missing_ok=True)
-            except OSError:
-                pass
+            _remove(tmp)
+            return
+        for left in self.path.parent.glob(f".{self.path.name}.*.tmp"):  # an export killed while writing
+            pid = left.name.rsplit(".", 2)[-2]
+            if pid.isdigit() and not _running(int(pid)):
+                _remove(left)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except (PermissionError, OverflowError):
+        return True  # someone else's process, or not a pid at all: leave its file alone
+    return True
+
+
+def _remove(path: Path) -> None:
+    try:
+        path.unlink(missing_ok=True)
+    except OSError:
+        pass
 
 
 @functools.cache
