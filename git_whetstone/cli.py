@@ -479,7 +479,8 @@ def export(state: State, skill: str, output: str | None, fmt: str, min_weight: f
     """Write SKILL's learnings and issues as a preference pack or as a rule file.
 
     A pack (.tar.gz: learnings/, issues/, pack.toml) is the same bytes for the same store; no
-    history, index or telemetry goes in. A rule file lists the issues as MUST rules and the
+    history, index or telemetry goes in; the next export reads and compresses only the scope files
+    changed since (a cache in .git). A rule file lists the issues as MUST rules and the
     learnings above --min-weight as preferences, strongest first, grouped by scope.
 
     \b

@@ -25,6 +25,7 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
+import string
 from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate
@@ -73,7 +74,7 @@ _ABBREVIATION = re.compile(r"(?:^|[\s(])(?:(?:[A-Za-z]\.)+[A-Za-z]|vs|cf|approx|
 # . ! or ? then a space and the next sentence's first character (or the end); or a CJK full stop.
 _SENTENCE_END = re.compile(r"[.!?](?=\s+(\S)|$)|[\u3002\uff01\uff1f]")
 _HEAD_STARTS = frozenset(("## ", "##"))  # a heading line's first three characters, or "##" alone
-_LETTERS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ")
+_LETTERS = frozenset(string.ascii_letters)
 _OPENERS = "\"'([\u201c\u2018\u00ab\u00bf\u00a1"  # quotes, brackets, ¿ ¡ may open a sentence
 
 

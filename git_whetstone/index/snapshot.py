@@ -384,8 +384,8 @@ class Snapshot(Columns):
     def warnings(self) -> list[str]:
         out = [self.notice] if self.notice else []
         for path in sorted(self.warned):
-            if self.files.warning(path):
-                out.append(self.files.warning(path))
+            if warning := self.files.warning(path):
+                out.append(warning)
             out += self.duplicates.get(path, [])
         return out
 

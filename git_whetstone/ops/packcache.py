@@ -29,7 +29,7 @@ from ..index.freshness import read_files
 from ..index.records import Entry, entries_of
 from ..store.store import Store
 from . import packs
-from .packs import Item, Row, assemble, canonical, plain
+from .packs import Row, assemble, canonical, duplicate_warning, item_of, plain
 
 FILE = "whetstone-export.cache"
 MAGIC = b"whetstone-export-cache 1"
@@ -130,8 +130,7 @@ def _rows(rels: list[str], contents: dict[str, bytes], parts: dict[str, Part],
         start = 0
         for k, entry_id in enumerate(ids):
             if entry_id in seen:
-                warnings.append(f"{where(rel, k)}: duplicate id {entry_id} (also at {where(*seen[entry_id])}); "
-                                f"this copy is not exported")
+                warnings.append(duplicate_warning(where(rel, k), entry_id, where(*seen[entry_id])))
             else:
                 seen[entry_id] = (rel, k)
                 learning = entry_id[0] == "L"
@@ -159,8 +158,7 @@ def _part(entries: list[Entry]) -> Part:
     scopes: dict[str, int] = {}
     which, ends, plains, at = [], [], [], 0
     for e in entries:
-        text = canonical(Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen, e.last_seen,
-                              tuple(e.provenance), "", e.always))
+        text = canonical(item_of(e, ""))
         raw = text.encode("utf-8")
         texts.append(raw)
         hashes.append(hashlib.sha256(raw).hexdigest())

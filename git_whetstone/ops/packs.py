@@ -32,6 +32,7 @@ from ..format import blocks, markdown
 from ..format.ids import is_entry_id
 from ..format.layout import KIND_FOLDER, scope_filename, scope_key, skill_name
 from ..index.freshness import read_files
+from ..index.records import Entry
 from ..store.store import Store
 from .inputs import clean_body, clean_scope
 
@@ -107,12 +108,21 @@ def store_items(store: Store) -> tuple[list[Item], list[str]]:
             for e in entries:
                 where = f"{rel}:{e.line}"
                 if e.id in seen:
-                    warnings.append(f"{where}: duplicate id {e.id} (also at {seen[e.id]}); this copy is not exported")
+                    warnings.append(duplicate_warning(where, e.id, seen[e.id]))
                     continue
                 seen[e.id] = where
-                items.append(Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen,
-                                  e.last_seen, tuple(e.provenance), where, e.always))
+                items.append(item_of(e, where))
     return sorted(items, key=id_order), warnings
+
+
+def item_of(e: Entry, where: str) -> Item:
+    """A stored entry as a pack carries it."""
+    return Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen, e.last_seen,
+                tuple(e.provenance), where, e.always)
+
+
+def duplicate_warning(where: str, entry_id: str, first: str) -> str:
+    return f"{where}: duplicate id {entry_id} (also at {first}); this copy is not exported"
 
 
 def id_order(item: Item) -> tuple[int, int]:

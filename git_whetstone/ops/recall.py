@@ -207,7 +207,7 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarra
     sure = top - slack >= cut
     if sure.any():
         low = _best_under(approx, slack, sure)
-        floor = np.maximum(low - band, low.max() - 3 * band)
+        floor = _floor(low, band)
         reach = approx[0] + slack
         near = reach >= floor[0]
         best = reach >= low[0]  # could be the clause's best match
@@ -240,8 +240,13 @@ def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.n
 def _floor_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray, band: float) -> np.ndarray:
     """Per clause, a floor `_rank` cannot set lower, from the rows `sure` to be hits: each
     clause's best less a band, and never more than three bands under the best of all."""
-    low = _best_under(approx, slack, sure)
-    return np.maximum(low - band, low.max() - 3 * band)
+    return _floor(_best_under(approx, slack, sure), band)
+
+
+def _floor(best: np.ndarray, band: float) -> np.ndarray:
+    """Per clause, its best match less a band, and never more than three bands under the best of
+    all: a clause that matches nothing well (one stray word) does not drag in loose neighbours."""
+    return np.maximum(best - band, best.max() - 3 * band)
 
 
 def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -> np.ndarray | None:
@@ -496,9 +501,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     skill = layers[0] if layers[0].origin == "skill" else None
     band = config.threshold("band")
     best = np.max([layer.best() for layer in layers], axis=0)
-    # each clause's own best matches count, but a clause that matches nothing well (one stray word)
-    # does not drag in its loose neighbours: no floor lies more than three bands under the best of all
-    floor = np.maximum(best - band, best.max() - 3 * band)
+    floor = _floor(best, band)  # each clause's own best matches count
     # and a clause whose best match barely clears the cutoff ("symbols") brings no matches of its own
     floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf
     for layer in layers:
