@@ -70,19 +70,6 @@ def _same(a, b) -> None:
     for step in (40, 20, 10, 3):
         some = np.sort(rows)[1::step]
         assert np.array_equal(a.vectors_of(some), a.vectors[some]), step
-    # rows a few apart, read a group at a time (the rows between dropped), groups longer than a
-    # chunk read chunk by chunk
-    rng, ordered = np.random.default_rng(2), np.sort(rows)
-    for chunk in (image.CHUNK_ROWS, 16):
-        for apart in (2, image.GAP, image.GAP + 1, image.GAP + 2, 30):
-            steps = rng.integers(1, apart + 1, 200)  # too few to be read as dense rows
-            steps[::10] += 100  # and clusters of them far apart
-            some = ordered[np.cumsum(steps)]
-            saved, image.CHUNK_ROWS = image.CHUNK_ROWS, chunk
-            try:
-                assert np.array_equal(a.vectors_of(some), a.vectors[some]), (chunk, apart)
-            finally:
-                image.CHUNK_ROWS = saved
     live = [i for i, (kind, key, _) in enumerate(a.scopes) if a.holders[(kind, key)]]
     theirs = [b.scope_number[a.scopes[i][:2]] for i in live]
     for name in ("phrases", "centroids"):

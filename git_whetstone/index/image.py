@@ -39,7 +39,6 @@ REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patc
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
 DENSE, DENSE_MIN = 16, 256  # rows asked for at least one in 16 (and 256 or more): read in chunks
 CHUNK_ROWS = 4_096  # rows per chunk read (4 MB of 256-dimensional float32 rows, freed after)
-GAP = 8  # rows: sparse rows fewer than this apart are read in one pread, the rows between dropped
 
 
 def read(root: Path, identity: str, dim: int) -> Snapshot | None:
@@ -113,36 +112,23 @@ class Rows:
         self.offset, self.count, self.width = offset, count, dim * 4
 
     def read(self, rows: np.ndarray, out: np.ndarray) -> None:
-        """Rows `rows` (ascending, all below `count`) into `out`: one read per group of near
-        neighbours (runs less than GAP rows apart, the rows between read and dropped: a recall's
-        rows cluster by scope file, and a read costs more than a few kilobytes more of it), or,
-        when they lie dense (a capture's duplicate check in a store of look-alike rules asks for
-        thousands), whole chunks read into a scratch buffer and the rows picked from it."""
+        """Rows `rows` (ascending, all below `count`) into `out`: one read per run of neighbours,
+        or, when they lie dense (a capture's duplicate check in a store of look-alike rules asks
+        for thousands), whole chunks read into a scratch buffer and the rows picked from it."""
         if not len(rows):
             return
         if len(rows) >= DENSE_MIN and len(rows) * DENSE >= int(rows[-1]) - int(rows[0]) + 1:
             self._read_chunks(rows, out)
             return
-        breaks = np.flatnonzero(np.diff(rows) > GAP) + 1
-        starts = np.concatenate(([0], breaks))
-        ends = np.concatenate((breaks, [len(rows)]))
-        first, last = rows[starts], rows[ends - 1]
-        spans = last - first + 1
-        whole = spans == ends - starts  # a run of neighbours: read straight into `out`
-        width = self.width
+        breaks = np.flatnonzero(np.diff(rows) != 1) + 1
+        starts = np.concatenate(([0], breaks)).tolist()
+        ends = np.concatenate((breaks, [len(rows)])).tolist()
+        first = rows[starts].tolist()
         view = memoryview(out).cast("B")
-        scratch = np.empty((min(int(spans.max()), CHUNK_ROWS), width // 4), np.float32)
-        scratch_view = memoryview(scratch).cast("B")
-        for a, b, row, span, direct in zip(starts.tolist(), ends.tolist(), first.tolist(), spans.tolist(),
-                                           whole.tolist()):
-            if span > CHUNK_ROWS:  # a long chain of near rows: chunk by chunk, as dense rows are
-                self._read_chunks(rows[a:b], out[a:b])
-                continue
-            target = view[a * width:b * width] if direct else scratch_view[:span * width]
-            if os.preadv(self.fd, [target], self.offset + row * width) != len(target):
+        for a, b, row in zip(starts, ends, first):
+            want = (b - a) * self.width
+            if os.preadv(self.fd, [view[a * self.width:b * self.width]], self.offset + row * self.width) != want:
                 raise OSError("the snapshot image was cut short")
-            if not direct:
-                out[a:b] = scratch[rows[a:b] - row]
 
     def _read_chunks(self, rows: np.ndarray, out: np.ndarray) -> None:
         chunk = np.empty((CHUNK_ROWS, self.width // 4), np.float32)
