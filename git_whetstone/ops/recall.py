@@ -36,6 +36,7 @@ from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..index import scan
 from ..index.build import Progress
+from ..index.records import Entry
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge, may_oppose, read
 from ..semantics.words import content_words
@@ -305,6 +306,7 @@ class Layer:
         self.loose_rows = np.zeros(0, np.intp)
         self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
         self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
+        self._entries: dict[int, Entry] = {}  # row -> its entry, once looked up (`entry`)
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
@@ -433,8 +435,16 @@ class Layer:
         self.learn_hit &= kept & ~self.named
         self.issue_hit &= kept & ~self.named
 
+    def entry(self, row: int) -> Entry:
+        """The entry at `row`, looked up once a recall (a mapped snapshot makes it from its file's
+        arrays: the conflicts name each entry of a pair again and again)."""
+        entry = self._entries.get(row)
+        if entry is None:
+            entry = self._entries[row] = self.snap.entries[row]
+        return entry
+
     def shown_id(self, row: int) -> str:
-        entry = self.snap.entries[row]
+        entry = self.entry(row)
         return entry.id if self.origin == "skill" else GLOBAL_PREFIX + entry.id
 
 
@@ -552,7 +562,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     fetched = fetched[:NAMED_K]
 
     def shown(li: int, row: int, is_always: bool) -> dict[str, Any]:
-        layer, e = layers[li], layers[li].snap.entries[row]
+        layer, e = layers[li], layers[li].entry(row)
         out = {"id": layer.shown_id(row), "rule": e.body, "scope": e.scope}
         if e.kind == "learning":
             out.update(recurrence=e.recurrence, weight=round(float(layer.weight_of([row])[0]), 4))
@@ -639,9 +649,9 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
     drop = set()
     for t, row_sims in zip(theirs, sims):
         li, row = pool.refs[t]
-        body = pool.layers[li].snap.entries[row].body
+        body = pool.layers[li].entry(row).body
         for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
-            other = skill.snap.entries[mine[m][1][1]].body
+            other = skill.entry(mine[m][1][1]).body
             if judge(body, other, float(row_sims[m]), config, same_scope=True).relation == SAME:
                 drop.add(int(t))
                 break
@@ -692,7 +702,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
         if at:
             vecs[at] = layer.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
-    entries = [layers[li].snap.entries[row] for li, row in refs]
+    entries = [layers[li].entry(row) for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
