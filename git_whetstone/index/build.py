@@ -14,7 +14,6 @@ from __future__ import annotations
 import gc
 import os
 import sqlite3
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
@@ -121,7 +120,7 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
     bulk = getattr(embedder, "bulk", None)  # a backend's faster tables for a big build, shared by the workers
     try:
         with bulk() if bulk else nullcontext(), \
-                multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus()), _worker_start) as workers:
+                multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
             dim = embedder.dim
             for records in workers.imap(_work, batches):
@@ -133,26 +132,6 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
         gc.unfreeze()
         if collecting:
             gc.enable()
-
-
-def _worker_start() -> None:
-    """In a new worker (glibc only): memory freed stays in the heap for the next allocation. By
-    default a block over 128 KB is mapped and unmapped on each use, and the workers make tens of
-    thousands of them (each zlib.compress of a file's entries allocates its 256 KB state: 70 µs a
-    file in page faults, 6 µs without; numpy's scratch for each batch of texts); a worker exits
-    when the build is done, so what it keeps is given back then."""
-    if not sys.platform.startswith("linux"):
-        return
-    try:
-        import ctypes  # here: only a worker needs it
-        mallopt = ctypes.CDLL(None).mallopt
-    except (OSError, AttributeError):
-        return
-    mallopt(M_MMAP_THRESHOLD, 32 << 20)  # glibc's largest
-    mallopt(M_TRIM_THRESHOLD, 256 << 20)
-
-
-M_TRIM_THRESHOLD, M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 
 
 def _work(paths: list[str]) -> list[tuple]:
