@@ -182,3 +182,35 @@ def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
         assert entries_of(parsed.blocks, rel) == expected, rel
         checked += len(expected)
     assert checked > 5_000
+
+
+def test_a_batch_of_records_is_what_each_file_makes_alone(big):
+    """The workers make a batch's records at once (`cache.file_records`); one file's rows and record
+    (`file_rows`, `file_record`), which one process makes, are the reference, byte for byte. Besides
+    the store's files: files whose entries name several scopes, in and out of order, a scope spelled
+    two ways, the same scope in two files, one entry alone, and no entries at all."""
+    from git_whetstone.format.blocks import parse
+    from git_whetstone.index.records import entries_of, file_rows
+    from git_whetstone.semantics.embed import get_embedder
+
+    config, path = big
+    embedder = get_embedder(config.embedding_backend)
+    files = []
+    for rel in sorted(str(p.relative_to(path)) for p in (*path.glob("learnings/*.md"), *path.glob("issues/*.md"))):
+        parsed = parse((path / rel).read_text(encoding="utf-8"), rel, rel.split("/")[0])
+        if not parsed.errors:
+            files.append((rel, f"stamp {rel}", entries_of(parsed.blocks, rel)))
+    assert len(files) > 500
+    mixed = [e for _, _, entries in files[:40] for e in entries]
+    names = ["Tables", "charts and  axes", "TABLES", "charts and axes", "tables "]
+    mixed = [e._replace(scope=" ".join(names[(i * 7) % 5].split())) for i, e in enumerate(mixed)]
+    files += [("learnings/mixed.md", "s1", mixed[:150]), ("learnings/also.md", "s2", mixed[150:390]),
+              ("issues/one.md", "s3", mixed[390:391]), ("learnings/none.md", "s4", [])]
+    texts = list(dict.fromkeys([e.body for _, _, entries in files for e in entries]
+                               + [e.scope for _, _, entries in files for e in entries]))
+    matrix = embedder.embed(texts)
+    vectors = dict(zip(texts, matrix))
+    expected = [cache.file_record(rel, file_rows(stamp, entries, None, vectors, embedder.dim), embedder)
+                for rel, stamp, entries in files]
+    assert cache.file_records(files, texts, matrix, embedder) == expected
+    assert {record[5] for record in expected[-4:]} == {2, 1, 0}  # two scopes a file, one, none

@@ -364,3 +364,8 @@ def test_batched_vectors_are_the_plain_loops_floats() -> None:
         assert same_floats(fresh.embed([text]), reference_vectors(STATIC, [text])), text
     many = (mixed * (2 * STATIC.BATCH // len(mixed) + 2))[: 2 * STATIC.BATCH + 77]  # across batch and pool edges
     assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))
+    with fresh.bulk():  # a big build's float32 table: the same floats
+        assert fresh._dense is not None
+        assert same_floats(fresh.embed(mixed), expected)
+        assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))
+    assert fresh._dense is None

@@ -277,8 +277,19 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
                 err(head + 1, f"duplicate id {bid} (also at line {seen[bid]})")
             continue
         seen[bid] = head + 1
-        blocks.append(Block(bid, title, fields, body, head + 1, start_off, end_off, text[start_off:end_off]))
+        blocks.append(_block(bid, title, fields, body, head + 1, start_off, end_off, text[start_off:end_off]))
     return Parsed(blocks, errors)
+
+
+_new = object.__new__
+
+
+def _block(bid: str, title: str, fields: tuple, body: str, line: int, start: int, end: int, raw: str) -> Block:
+    """`Block(...)`, its fields set at once: a frozen dataclass sets each through
+    object.__setattr__ (3.7 µs a block, a tenth of parsing a 100,000-entry store); the same block."""
+    block = _new(Block)
+    block.__dict__.update(id=bid, title=title, fields=fields, body=body, line=line, start=start, end=end, raw=raw)
+    return block
 
 
 def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple | None:

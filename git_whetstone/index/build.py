@@ -16,6 +16,9 @@ import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
+from contextlib import nullcontext
+
+import numpy as np
 
 from ..semantics.embed import Embedder
 from ..store.store import Store
@@ -114,8 +117,10 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
     # collect never touches (and copies) those pages.
     gc.disable()
     gc.freeze()
+    bulk = getattr(embedder, "bulk", None)  # a backend's faster tables for a big build, shared by the workers
     try:
-        with multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
+        with bulk() if bulk else nullcontext(), \
+                multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
             dim = embedder.dim
             for records in workers.imap(_work, batches):
@@ -131,11 +136,19 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
 
 def _work(paths: list[str]) -> list[tuple]:
     """In a worker: a batch of files read, embedded (texts in first-seen order, as a process
-    embedding them alone would meet them) and made into records."""
+    embedding them alone would meet them) and made into records, all at once (`cache.file_records`)
+    but for a file with a warning, which claims its ids from the disk."""
     store, embedder, stamps = _JOB
     parsed = [(path, *read_file(store, path)) for path in paths]
     texts = list(dict.fromkeys([e.body for _, entries, _ in parsed for e in entries]
                                + [e.scope for _, entries, _ in parsed for e in entries]))
-    vectors = dict(zip(texts, embedder.embed(texts))) if texts else {}
-    return [_made(store, embedder, path, stamps[path], entries, warning, vectors)[2]
-            for path, entries, warning in parsed]
+    matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+    records = dict.fromkeys(paths)
+    clean = [(path, stamps[path], entries) for path, entries, warning in parsed if not warning]
+    records.update((record[0], record) for record in cache.file_records(clean, texts, matrix, embedder))
+    if len(clean) < len(parsed):
+        vectors = dict(zip(texts, matrix))
+        for path, entries, warning in parsed:
+            if warning:
+                records[path] = _made(store, embedder, path, stamps[path], entries, warning, vectors)[2]
+    return list(records.values())
