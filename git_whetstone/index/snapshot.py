@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 from collections.abc import Iterable, Iterator, Mapping, MutableMapping, Sequence
 from itertools import chain
+from operator import itemgetter
 from typing import NamedTuple
 
 import numpy as np
@@ -481,7 +482,7 @@ class Snapshot(Columns):
         the table holds them (each file's `FileRows` made when something asks for it)."""
         self.adopt(arrays, size, scope_residual)
         self.scopes = scopes
-        self.scope_number = {(kind, key): i for i, (kind, key, _) in enumerate(scopes)}
+        self.scope_number = dict(zip(map(itemgetter(0, 1), scopes), range(len(scopes))))  # no Python loop
         self.files = Files(table)
         starts, counts, first_scopes, scope_counts = table.numbers[:, :4].T
         rows = np.repeat(starts - (np.cumsum(counts) - counts), counts) + np.arange(int(counts.sum()))
