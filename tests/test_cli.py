@@ -209,6 +209,12 @@ def test_cli_start_imports_no_heavy_library(store_root: Path) -> None:
         assert not imported & {"mcp", "torch", "sentence_transformers", "mcp_entry"}, args
     help_only = run_cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"}).stderr
     assert "numpy" not in {line.split("|")[-1].strip().split(".")[0] for line in help_only.splitlines()}
+    # a recall from a fresh index hashes nothing: hashlib (OpenSSL) is not loaded for it
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    ok("recall", SKILL, "heat map colours")
+    recall_imports = run_cli("recall", SKILL, "heat map colours", env={"PYTHONPROFILEIMPORTTIME": "1"}).stderr
+    modules = {line.split("|")[-1].strip() for line in recall_imports.splitlines() if line.startswith("import time:")}
+    assert "git_whetstone.ops.recall" in modules and "hashlib" not in modules
 
 
 def test_python_dash_x_importtime_help(store_root: Path) -> None:
