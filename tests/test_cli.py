@@ -181,6 +181,24 @@ def test_a_rejecting_hook_is_a_one_line_runtime_error_and_nothing_changes(store_
     assert git(store, "status", "--porcelain").stdout == ""
 
 
+def test_the_cli_ends_without_the_interpreters_teardown_and_loses_no_output(store_root: Path) -> None:
+    # the process ends with os._exit (cli._leave): what it printed to a block-buffered pipe all arrives
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONUNBUFFERED"}
+    prefix = "import atexit, sys; atexit.register(lambda: print('teardown', file=sys.stderr)); "
+    code = prefix + "from git_whetstone.cli import run; run(sys.argv[1:])"
+    import subprocess
+    proc = subprocess.run([sys.executable, "-c", code, "recall", SKILL, "color encoding of a heat map", "--json"],
+                          capture_output=True, text=True, env=env)
+    assert proc.returncode == 0 and "teardown" not in proc.stderr, proc.stderr
+    from_cli, from_lib = json.loads(proc.stdout), recall(SKILL, "color encoding of a heat map")
+    from_cli.pop("run_id"), from_lib.pop("run_id")
+    assert from_cli == from_lib
+    failed = subprocess.run([sys.executable, "-c", code, "recall", "no such skill!", "x"], capture_output=True,
+                            text=True, env=env)
+    assert failed.returncode == 2 and failed.stdout == "" and len(failed.stderr.splitlines()) == 1, failed.stderr
+
+
 def test_cli_start_imports_no_heavy_library(store_root: Path) -> None:
     for args in (["--help"], ["capture", "-h"], ["list"]):
         proc = run_cli(*args, env={"PYTHONPROFILEIMPORTTIME": "1"})
@@ -191,6 +209,12 @@ def test_cli_start_imports_no_heavy_library(store_root: Path) -> None:
         assert not imported & {"mcp", "torch", "sentence_transformers", "mcp_entry"}, args
     help_only = run_cli("--help", env={"PYTHONPROFILEIMPORTTIME": "1"}).stderr
     assert "numpy" not in {line.split("|")[-1].strip().split(".")[0] for line in help_only.splitlines()}
+    # a recall from a fresh index hashes nothing: hashlib (OpenSSL) is not loaded for it
+    ok("capture", SKILL, "Use a warm palette for heat maps", "--scope", "color encoding")
+    ok("recall", SKILL, "heat map colours")
+    recall_imports = run_cli("recall", SKILL, "heat map colours", env={"PYTHONPROFILEIMPORTTIME": "1"}).stderr
+    modules = {line.split("|")[-1].strip() for line in recall_imports.splitlines() if line.startswith("import time:")}
+    assert "git_whetstone.ops.recall" in modules and "hashlib" not in modules
 
 
 def test_python_dash_x_importtime_help(store_root: Path) -> None:

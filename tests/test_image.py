@@ -18,6 +18,7 @@ from git_whetstone.index import freshness, image
 from git_whetstone.ops import capture as capture_op, recall as recall_op
 from git_whetstone.ops.hooks import reindex
 from git_whetstone.semantics.embed import get_embedder
+from git_whetstone.store.store import Store
 from tests.helpers import bench_store, git
 
 INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and a totals row",
@@ -286,3 +287,33 @@ def test_a_mapped_snapshot_makes_each_file_as_the_load_from_the_index_does(big, 
     mapped.remove_file(gone)
     assert gone not in mapped.files and gone not in list(mapped.files) and len(list(mapped.files)) == len(stamps) - 1
     assert mapped.files.outdated(stamps, stamps, False) == [gone] and mapped.owner[start] is None
+
+
+def test_what_a_mapped_snapshot_reads_again_is_what_its_stamps_say(big):
+    config, path = big
+    _cold(config, path)
+    embedder = get_embedder(config.embedding_backend, config.embedding_model)
+    snap = image.read(path, embedder.identity, embedder.dim)  # as a new process has it before its first refresh
+    assert snap is not None and snap.mapped
+    table = snap.files.table
+    held = dict(zip(table.paths, table.stamps))
+
+    def reference(stamps: dict[str, str], paths: list[str]) -> list[str]:
+        """From scratch: the paths on disk the image does not hold, or holds with another stamp."""
+        return [p for p in paths if p in stamps and held.get(p) != stamps[p]]
+
+    scanned = {p: s for p, s in freshness.scan(Store.open(config, "big")).items() if p != "@HEAD"}
+    assert scanned == held  # the image holds the store as it is on disk
+    first, second = table.paths[0], table.paths[len(table.paths) // 2]
+    cases = [scanned,
+             {**scanned, "learnings/new-0000.md": "1:2:3"},                      # a file the image does not hold
+             {**scanned, second: "1:2:3"},                                          # a file changed since
+             {p: s for p, s in scanned.items() if p != first},                      # a file deleted since
+             {**{p: s for p, s in scanned.items() if p != first}, "issues/x.md": "4:5:6"}]
+    expected = [[], ["learnings/new-0000.md"], [second], [], ["issues/x.md"]]
+    for stamps, want in zip(cases, expected):
+        for paths in (list(stamps), sorted(stamps)[::-1], [second, "learnings/new-0000.md", first, "issues/gone.md"]):
+            got = snap.files.outdated(stamps, paths, True)
+            assert got == reference(stamps, paths), (want, paths[:3])
+            if paths == list(stamps):
+                assert got == want

@@ -120,3 +120,64 @@ def test_entries_load_lazily_and_read_back_exactly(store_root: Path) -> None:
     assert all(rows._entries is None for rows in snap.files.values())  # nothing parsed by loading
     assert {e.id: e for e in snap.entries if e} == before
     assert snap.count == 3 and sorted(snap.by_id) == ["I1", "L1", "L2"]
+
+
+def _stamps_from_scratch(store: Path) -> dict[str, str]:
+    """What `freshness.scan` must give: HEAD, and each scope file's size, mtime and inode, stat'ed
+    by its full path (a file a link points nowhere from is not there)."""
+    out = {"@HEAD": git(store, "rev-parse", "HEAD").stdout.strip()}
+    for folder in ("learnings", "issues"):
+        for path in (store / folder).iterdir():
+            if path.suffix == ".md" and not path.name.startswith(".") and path.exists():
+                st = path.stat()
+                out[f"{folder}/{path.name}"] = f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+    return out
+
+
+def test_a_cold_scan_sees_every_kind_of_change(store_root: Path) -> None:
+    store = _store(store_root)
+    handle = Store.open(config_mod.load(), SKILL)
+    seen = freshness.scan(handle)
+    assert seen == _stamps_from_scratch(store) and len(seen) == 4
+    currency = next((store / "learnings").glob("currency-formatting-*.md"))
+    palette = next((store / "learnings").glob("colour-palette-*.md"))
+    banding = next((store / "issues").glob("row-banding-*.md"))
+    rel = lambda path: path.relative_to(store).as_posix()  # noqa: E731
+
+    def changed(*expected: Path) -> None:
+        nonlocal seen
+        now = freshness.scan(handle)
+        assert now == _stamps_from_scratch(store)
+        assert {p for p in seen.keys() | now.keys() if seen.get(p) != now.get(p)} == {rel(p) for p in expected}
+        seen = now
+
+    # saved in place, same size, within the same second of mtime
+    st = currency.stat()
+    currency.write_text(currency.read_text().replace("US dollars", "EU euros!!"))
+    os.utime(currency, ns=(st.st_atime_ns, st.st_mtime_ns // 10**9 * 10**9 + (st.st_mtime_ns + 1) % 10**9))
+    changed(currency)
+    os.utime(palette)  # touched
+    changed(palette)
+    banding.unlink()  # deleted
+    changed(banding)
+    git(store, "checkout", "--", rel(banding))  # added back
+    changed(banding)
+    # replaced by a rename: same size, same mtime, another inode
+    st = palette.stat()
+    twin = palette.with_name(".twin.md")
+    twin.write_bytes(palette.read_bytes())
+    os.utime(twin, ns=(st.st_atime_ns, st.st_mtime_ns))
+    os.replace(twin, palette)
+    changed(palette)
+    # what scan leaves out: a hidden file, another suffix, a link to nothing, a folder that is not there
+    (store / "learnings" / ".draft.md").write_text("x")
+    (store / "learnings" / "notes.txt").write_text("x")
+    (store / "learnings" / "gone.md").symlink_to(store / "nowhere.md")
+    changed()
+    listed = os.listdir  # a file removed between the folder's listing and its stat: the others still count
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(freshness.os, "listdir", lambda fd: ["vanished.md", *listed(fd)])
+        changed()
+    cold = _fresh()  # a new process, from its index and the stamps, answers as one that reads every file
+    freshness.forget(handle)
+    assert _fresh() == cold and "EU euros!!" in cold[0][0][0]["rule"]

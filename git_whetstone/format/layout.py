@@ -6,7 +6,6 @@ puts a new scope in a file named after it, so the names are readable and distinc
 """
 from __future__ import annotations
 
-import hashlib
 import re
 
 from ..base.errors import WhetstoneError, shown
@@ -51,5 +50,6 @@ def scope_filename(scope: str) -> str:
     """`<slug>-<short hash>.md`: readable, and distinct for distinct scopes."""
     key = scope_key(scope)
     slug = re.sub(r"[^a-z0-9]+", "-", key.encode("ascii", "ignore").decode()).strip("-")[:48].strip("-")
+    import hashlib  # here: a recall names no file, and hashlib loads OpenSSL (5 ms and more)
     digest = hashlib.sha1(key.encode("utf-8")).hexdigest()[:8]
     return f"{slug or 'scope'}-{digest}.md"

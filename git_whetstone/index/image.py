@@ -4,9 +4,10 @@ decoding (SPEC §5: derived and disposable, like index.sqlite beside it).
 Loading 100,000 entries from index.sqlite means reading 100 MB of vector blobs, copying them into
 the matrix and rebuilding every file's rows in Python: half a second. The image holds the same
 snapshot as arrays (vectors, their compact copies, the integer columns, the scopes' phrases and
-centroids, every file's share) plus a JSON header naming each file with its stamp, so a load maps
-the file (copy on write: a process that patches its snapshot writes private pages, never the
-file) and builds only the small Python structures. Pages are read when something touches them.
+centroids, every file's share, each file's name and stamp as text) behind a small JSON header
+saying where each lies, so a load maps the file (copy on write: a process that patches its
+snapshot writes private pages, never the file) and builds only the small Python structures.
+Pages are read when something touches them.
 
 It is keyed like the cache: by format version, backend identity and dimension; and each file in it
 carries its stamp, so a file changed since the image was written is simply patched by the refresh
@@ -29,7 +30,7 @@ from .snapshot import FileTable, Snapshot
 
 NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
 MAGIC = b"whetstone snapshot\n"
-VERSION = 5  # 5: every file's share as arrays (a FileTable), no longer a JSON list of files
+VERSION = 6  # 6: the string columns as UTF-8 after the entries, no longer strings in the JSON header
 ALIGN = 64
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
 # thousand rows of them, and the scan reads only their compact copies
@@ -165,13 +166,20 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
         if offset + count * np.dtype(dtype).itemsize > len(mapped):
             return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
-    raw = memoryview(mapped)[header["raw_base"]:]
-    # the strings as NUL-joined columns: split in a few milliseconds where JSON lists of 30,000
-    # strings took tens; one tuple per scope name, shared by the snapshot and every file naming it
+    base = header["raw_base"]
+    raw = memoryview(mapped)[base:]
+    # the strings as NUL-joined UTF-8 columns after the entries: split in a few milliseconds where
+    # JSON lists of 30,000 strings took tens (and the same text as JSON strings in the header, NULs
+    # escaped, 10 ms to parse at 100,000 entries); one tuple per scope name, shared by the snapshot
+    # and every file naming it
+    def column(name: str, count: int) -> list[str]:
+        at, length = header["strings"][name]
+        return mapped[base + at:base + at + length].decode().split("\0") if count else []
+
     numbers, count = arrays["file_numbers"], len(arrays["name_kind"])
-    paths, stamps = _split(header["paths"], len(numbers)), _split(header["stamps"], len(numbers))
-    names = list(zip(map(header["kinds"].__getitem__, arrays["name_kind"].tolist()), _split(header["name_keys"], count),
-                     _split(header["name_displays"], count)))
+    paths, stamps = column("paths", len(numbers)), column("stamps", len(numbers))
+    names = list(zip(map(header["kinds"].__getitem__, arrays["name_kind"].tolist()), column("name_keys", count),
+                     column("name_displays", count)))
     scope_list = names[:header["scopes"]]
     if not len(paths) == len(stamps) == len(numbers) or len(names) != count:
         return None, {}
@@ -182,10 +190,6 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
     snap.restore(arrays, header["size"], scope_list, table, header["dead"], header["duplicates"],
                  header["scope_residual"])
     return snap, header["arrays"]
-
-
-def _split(text: str, count: int) -> list[str]:
-    return text.split("\0") if count else []
 
 
 def write(root: Path, identity: str, snap: Snapshot) -> None:
@@ -229,10 +233,14 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     if len(kinds) > 255 or any("\0" in text for strings in columns.values() for text in strings):
         discard(root)  # a name no column can hold (a NUL in a file or scope name): no image, index.sqlite
         return         # serves, rather than an old image every new process would patch again
+    texts = {name: "\0".join(strings).encode() for name, strings in columns.items()}
+    strings_at, at = {}, raw_at  # after the entries
+    for name, text in texts.items():
+        strings_at[name] = [at, len(text)]
+        at += len(text)
     header = {"version": VERSION, "identity": identity, "dim": snap.dim, "size": snap.size, "dead": snap.dead,
-              "scopes": len(snap.scopes), "kinds": kinds, **{name: "\0".join(strings) for name, strings in columns.items()},
-              "warnings": warnings, "duplicates": snap.duplicates, "scope_residual": snap.scope_residual,
-              "arrays": {}}
+              "scopes": len(snap.scopes), "kinds": kinds, "strings": strings_at, "warnings": warnings,
+              "duplicates": snap.duplicates, "scope_residual": snap.scope_residual, "arrays": {}}
     # The columns get room to grow in the file itself (a hole: no disk, zeros when read), so a
     # process that patches a mapped snapshot appends rows into private pages of the mapping
     # instead of copying every array into memory first.
@@ -263,6 +271,8 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
             out.seek(header["raw_base"])
             for raw in raws:
                 out.write(raw)
+            for text in texts.values():
+                out.write(text)
         os.replace(tmp, root / NAME)
     except OSError:  # a read-only store or a full disk: the image is only a cache
         try:

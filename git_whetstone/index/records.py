@@ -7,7 +7,6 @@ phrase vectors, and its entries, kept as compressed JSON until something reads t
 from __future__ import annotations
 
 import datetime as dt
-import hashlib
 import json
 import zlib
 from collections import OrderedDict
@@ -119,6 +118,7 @@ def decode(raw: bytes) -> list[Entry]:
 
 
 def text_hash(text: str) -> str:
+    import hashlib  # here: a recall from a fresh index hashes nothing, and hashlib loads OpenSSL (5 ms and more)
     return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
 
 
