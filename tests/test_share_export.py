@@ -334,6 +334,42 @@ def test_the_report_of_a_cached_export_is_the_uncached_one(monkeypatch, tmp_path
     assert list(cold) == list(warm)
 
 
+def test_a_pack_of_whole_files_is_the_pack_row_by_row(monkeypatch, tmp_path: Path) -> None:
+    """A store as whetstone keeps it is packed a file at a time (`_whole_files`); a file that is
+    not one pack file as it stands (two files of one scope, ids out of order, two scopes) sends
+    the export row by row. Both give the pack from scratch."""
+    _, config, built = bench_store(monkeypatch, "whole", 800, 10)
+    path = built.path
+    learnings = sorted((path / "learnings").glob("*.md"))
+    whole, real = [], packcache._whole_files
+    monkeypatch.setattr(packcache, "_whole_files", lambda *a: whole.append(real(*a)) or whole[-1])
+    cached(config, "whole")
+    assert whole[-1] is not None  # the bench's store: a file at a time
+    ids = sorted(int(b.id[1:]) for f in learnings for b in blocks.parse(f.read_text(encoding="utf-8"), "x", "learnings").blocks)
+    first = blocks.parse(learnings[0].read_text(encoding="utf-8"), "x", "learnings").blocks[0]
+
+    def block(entry_id: str, scope: str, body: str = "Hand made.") -> str:
+        return (f"## {entry_id} · {body}\n- recurrence: 1\n- first_seen: 2026-01-02\n- last_seen: 2026-01-02\n"
+                f"- scope: {scope}\n\n{body}\n")
+
+    cases = {  # each a hand-made file beside the store's; its id a new one, below the file's own
+        "a second file of a scope": block(f"L{ids[-1] + 5}", first.scope),
+        "ids out of order": block(f"L{ids[-1] + 9}", "order") + "\n" + block(f"L{ids[-1] + 7}", "order"),
+        "two scopes in a file": block(f"L{ids[-1] + 11}", "one of two") + "\n" + block(f"L{ids[-1] + 12}", "two of two"),
+    }
+    for case, text in cases.items():
+        extra = path / "learnings" / "aaa-hand.md"
+        extra.write_text(text, encoding="utf-8")
+        cached(config, "whole")
+        assert whole[-1] is None, case
+        extra.unlink()
+    # the same hand-made files, each alone in its pack file and in id order: a file at a time again
+    (path / "learnings" / "aaa-hand.md").write_text(block(f"L{ids[-1] + 7}", "order") + "\n"
+                                                     + block(f"L{ids[-1] + 9}", "order"), encoding="utf-8")
+    cached(config, "whole")
+    assert whole[-1] is not None
+
+
 anchored = st.lists(st.sampled_from([b"\n## L100 \xc2\xb7 x\n", b"\nL3000 = \"h\"\n", b"\n## I7700 \xc2\xb7 y",
                                      b"plain words ", b"\x00" * 512, bytes(range(256))]), max_size=60)
 

@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..format import blocks
-from ..format.layout import KIND_FOLDER, scope_key
+from ..format.layout import KIND_FOLDER, scope_filename, scope_key
 from ..index import reading, records
 from ..index.freshness import read_files
 from ..index.records import Entry, entries_of
 from ..store.store import Store
 from . import packs
-from .packs import Row, assemble, canonical, duplicate_warning, item_of, plain
+from .packs import Row, archive, assemble, canonical, duplicate_warning, item_of, manifest, plain
 
 FILE = "whetstone-export.cache"
 MAGIC = b"whetstone-export-cache 1"
@@ -62,12 +62,21 @@ def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
     cache = Cache.load(store)
     files = [(folder, f"{folder}/{name}") for folder in KIND_FOLDER.values() for name in scope_names(store, folder)]
     contents, parts, warnings_of, fresh = _parts(store, cache, files)
-    rows, warnings = _rows([rel for _, rel in files], contents, parts, warnings_of)
-    data, chunks = assemble(skill, day, rows, cache.chunks)
+    rels = [rel for _, rel in files]
+    whole = _whole_files(rels, contents, parts)
+    if whole is not None:  # each file is one member of the pack as it stands: no entry is moved
+        members, ids, hashes, scopes = whole
+        learnings = len(ids[0])
+        entries = [f'{entry_id} = "{digest}"' for kind in (0, 1) for entry_id, digest in zip(ids[kind], hashes[kind])]
+        data, chunks = archive(manifest(skill, day, scopes, learnings, len(ids[1]), entries), members, cache.chunks)
+        warnings = [warnings_of[rel] for rel in rels if rel in warnings_of]
+        total = learnings + len(ids[1])
+    else:
+        rows, warnings = _rows(rels, contents, parts, warnings_of)
+        data, chunks = assemble(skill, day, rows, cache.chunks)
+        learnings, total, scopes = sum(r[1] == "learning" for r in rows), len(rows), {r[2] for r in rows}
     cache.save(chunks)
-    learnings = sum(r[1] == "learning" for r in rows)
-    return Exported(data, learnings, len(rows) - learnings,
-                    len({scope_key(scope) for scope in {r[2] for r in rows}}), warnings, fresh)
+    return Exported(data, learnings, total - learnings, len({scope_key(scope) for scope in scopes}), warnings, fresh)
 
 
 def _parts(store: Store, cache: "Cache", files: list[tuple[str, str]]
@@ -106,6 +115,46 @@ def _parts(store: Store, cache: "Cache", files: list[tuple[str, str]]
         else:
             parts[rel] = cache.used[keys[rel]] = part
     return contents, parts, warnings_of, len(misses)
+
+
+def _whole_files(rels: list[str], contents: dict[str, bytes], parts: dict[str, Part]
+                 ) -> tuple[dict[str, bytes], list[list[str]], list[list[str]], set[str]] | None:
+    """The pack's entry files when each is one scope file's text as it stands (as whetstone keeps
+    a store): every file's blocks plain, of one kind and one scope, in id order, no two files with
+    the same pack file, and no id claimed twice. Then also the learnings' and the issues' ids and
+    hashes in id order, and the scopes. None when any of that fails (`_rows` sorts it out)."""
+    members: dict[str, bytes] = {}
+    ids: list[list[str]] = [[], []]
+    numbers: list[list[int]] = [[], []]
+    hashes: list[list[str]] = [[], []]
+    scopes: set[str] = set()
+    for rel in rels:
+        source, part_ids, part_hashes, part_scopes, which, _, ends, plains = parts[rel]
+        if not part_ids:
+            continue
+        if which or plains:
+            return None
+        prefix = part_ids[0][0]
+        kind = int(prefix != "L")
+        if any(entry_id[0] != prefix for entry_id in part_ids):
+            return None
+        name = f"{KIND_FOLDER['issue' if kind else 'learning']}/{scope_filename(part_scopes[0])}"
+        found = [int(entry_id[1:]) for entry_id in part_ids]
+        if name in members or any(a > b for a, b in zip(found, found[1:])):
+            return None
+        text = contents[rel] if source is None else source
+        members[name] = text if ends[-1] == len(text) else text[:ends[-1]]
+        ids[kind] += part_ids
+        numbers[kind] += found
+        hashes[kind] += [part_hashes[at:at + 64] for at in range(0, len(part_hashes), 64)]
+        scopes.add(part_scopes[0])
+    if len(set(ids[0])) + len(set(ids[1])) != len(ids[0]) + len(ids[1]):
+        return None
+    for kind in (0, 1):  # id order; a tie (L1 and L01) keeps file order, as `_rows` does
+        order = sorted(range(len(ids[kind])), key=numbers[kind].__getitem__)
+        ids[kind] = [ids[kind][k] for k in order]
+        hashes[kind] = [hashes[kind][k] for k in order]
+    return members, ids, hashes, scopes
 
 
 def _rows(rels: list[str], contents: dict[str, bytes], parts: dict[str, Part],

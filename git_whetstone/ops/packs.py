@@ -170,14 +170,20 @@ def assemble(skill: str, day: dt.date, rows: list[Row],
         if rel is None:
             rel = names[row[1], row[2]] = f"{KIND_FOLDER[row[1]]}/{scope_filename(row[2])}"
         files.setdefault(rel, []).append(row)
-    members = [("pack.toml", render_manifest(skill, rows, day).encode("utf-8"))]
-    for rel in sorted(files):
-        group = files[rel]
+    members: dict[str, bytes] = {}
+    for rel, group in files.items():
         if all(row[5] for row in group):
-            members.append((rel, b"\n".join([row[4] for row in group])))
+            members[rel] = b"\n".join([row[4] for row in group])
         else:
-            members.append((rel, joined([row[4].decode("utf-8") for row in group]).encode("utf-8")))
-    return deflate(tar_bytes(members), chunks)
+            members[rel] = joined([row[4].decode("utf-8") for row in group]).encode("utf-8")
+    return archive(render_manifest(skill, rows, day), members, chunks)
+
+
+def archive(manifest: str, members: dict[str, bytes],
+            chunks: dict[bytes, bytes] | None = None) -> tuple[bytes, dict[bytes, bytes]]:
+    """The pack of a manifest and the entry files by their names: the archive (pack.toml, then the
+    files in name order) and its gzip (`deflate`, reusing what `chunks` holds)."""
+    return deflate(tar_bytes([("pack.toml", manifest.encode("utf-8"))] + sorted(members.items())), chunks)
 
 
 def plain(text: str) -> bool:
@@ -289,8 +295,14 @@ def _header(name: str, size: int) -> bytes:
 def render_manifest(skill: str, rows: list[Row], day: dt.date) -> str:
     """pack.toml, written by hand (tomllib only reads): keys, one array and the [entries] table
     (`rows` in id order)."""
-    scopes = sorted({row[2] for row in rows}, key=lambda s: (scope_key(s), s))
     learnings = sum(row[1] == "learning" for row in rows)
+    return manifest(skill, day, {row[2] for row in rows}, learnings, len(rows) - learnings,
+                    [f'{row[0]} = "{row[3]}"' for row in rows])  # ids and hex digits: nothing to escape
+
+
+def manifest(skill: str, day: dt.date, scopes: set[str], learnings: int, issues: int, entries: list[str]) -> str:
+    """pack.toml from its parts: the scopes, the counts and the [entries] table's lines (in id order)."""
+    listed = sorted(scopes, key=lambda s: (scope_key(s), s))
     lines = [
         "# A whetstone preference pack. learnings/ and issues/ hold the entries as markdown blocks;",
         "# [entries] holds the sha256 of each entry's canonical text, checked when the pack is imported.",
@@ -299,11 +311,10 @@ def render_manifest(skill: str, rows: list[Row], day: dt.date) -> str:
         f"whetstone_version = {toml_string(__version__)}",
         f"date = {day.isoformat()}",
         f"learnings = {learnings}",
-        f"issues = {len(rows) - learnings}",
+        f"issues = {issues}",
     ]
-    lines += ["scopes = [", *(f"    {toml_string(s)}," for s in scopes), "]"] if scopes else ["scopes = []"]
-    lines += ["", "[entries]"]
-    lines += [f'{row[0]} = "{row[3]}"' for row in rows]  # ids and hex digits: nothing to escape
+    lines += ["scopes = [", *(f"    {toml_string(s)}," for s in listed), "]"] if listed else ["scopes = []"]
+    lines += ["", "[entries]", *entries]
     return "\n".join(lines) + "\n"
 
 
