@@ -259,21 +259,23 @@ def joined(texts: list[str]) -> str:
 
 def tar_bytes(members: list[tuple[str, bytes]]) -> bytes:
     """A ustar archive of `members` with fixed metadata (mtime 0, uid/gid 0, no owner names, mode
-    0644), byte for byte what `tarfile` writes for them. The header of a short ASCII name is
-    patched from one `tarfile` made (its name, size and checksum), since `tarfile` takes 40 µs a
+    0644), byte for byte what `tarfile` writes for them. The header of a short ASCII name is built
+    from one `tarfile` made (its name, size and checksum put in), since `tarfile` takes 40 µs a
     member; any other name gets `tarfile`'s own header."""
-    template = bytearray(_header("x", 0))
+    template = _header("x", 0)
+    middle, mtime, tail = template[100:124], template[124 + 12:148], template[156:]
+    # the checksum sums the header's bytes, its own field taken as spaces: the fixed fields' once
+    fixed = sum(middle) + sum(mtime) + sum(b"        ") + sum(tail)
     out: list[bytes] = []
     for name, data in members:
         if len(name) <= 100 and name.isascii():
-            header = bytearray(template)
-            header[0:100] = name.encode("ascii").ljust(100, b"\0")
-            header[124:136] = b"%011o\0" % len(data)
-            header[148:156] = b"        "
-            header[148:156] = b"%06o\0 " % sum(header)
+            raw_name = name.encode("ascii")
+            field = b"%011o\0" % len(data)
+            checksum = b"%06o\0 " % (fixed + sum(raw_name) + sum(field))
+            header = b"".join((raw_name, b"\0" * (100 - len(raw_name)), middle, field, mtime, checksum, tail))
         else:
             header = _header(name, len(data))
-        out += [bytes(header), data]
+        out += [header, data]
         if len(data) % tarfile.BLOCKSIZE:
             out.append(b"\0" * (tarfile.BLOCKSIZE - len(data) % tarfile.BLOCKSIZE))
     out.append(b"\0" * (2 * tarfile.BLOCKSIZE))
