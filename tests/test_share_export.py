@@ -11,7 +11,9 @@ import io
 import os
 import subprocess
 import sys
+import struct
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -399,3 +401,28 @@ def test_deflate_reuses_chunks_across_an_edit_and_reads_as_gzip(tmp_path: Path) 
     assert 1 <= len(set(reused) - set(used)) <= 2 + 32768 // 4000 < len(used) // 10
     with gzip.open(io.BytesIO(again)) as handle:  # gzip's own reader, as import's zlib reads it
         assert handle.read() == edited
+
+
+def reference_deflate(raw: bytes) -> bytes:
+    """`deflate` as it was: every chunk compressed in turn, in this thread."""
+    out, start = [packs._GZIP_HEADER], 0
+    for end in packs._cuts(raw):
+        window = raw[max(0, start - packs._WINDOW):start]
+        squeezer = (zlib.compressobj(packs.COMPRESS_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, window)
+                    if start else zlib.compressobj(packs.COMPRESS_LEVEL, zlib.DEFLATED, -15))
+        out.append(squeezer.compress(raw[start:end]) + squeezer.flush(zlib.Z_SYNC_FLUSH))
+        start = end
+    return b"".join(out) + b"\x03\x00" + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
+
+
+def test_deflate_on_every_core_is_deflate_in_turn(monkeypatch) -> None:
+    raw = b"".join(b"\n## L%d \xc2\xb7 rule %d\n- scope: s%d\n\nSome words about rule %d.\n" % (i, i, i % 7, i * 7919)
+                   for i in range(1, 40_000))
+    data, used = packs.deflate(raw)
+    assert len(used) > 4 * packs._PARALLEL_FROM  # threads, many batches
+    assert data == reference_deflate(raw)
+    edited = raw.replace(b"rule 20000\n", b"rule 20000, edited\n")
+    partial = dict(list(used.items())[::3])  # some chunks known, the rest compressed by the threads
+    assert packs.deflate(edited, partial)[0] == reference_deflate(edited)
+    monkeypatch.setattr(packs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert packs.deflate(raw)[0] == data  # one core: in turn

@@ -18,11 +18,13 @@ from __future__ import annotations
 import datetime as dt
 import hashlib
 import io
+import os
 import re
 import struct
 import tarfile
 import tomllib
 import zlib
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -49,6 +51,7 @@ _TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
 _ANCHOR = re.compile(rb"\n(?:## [LI]\d*00 |[LI]\d*000 = )")  # where `deflate` may end a chunk
 _WINDOW = 32768                # deflate's window: a chunk's dictionary
 _MAX_CHUNK = 1 << 20
+_PARALLEL_FROM = 64            # chunks to compress (~8 KB each) before threads pay
 _GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # no name, time 0, no flags, OS unknown
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
@@ -201,29 +204,46 @@ def deflate(raw: bytes, chunks: dict[bytes, bytes] | None = None) -> tuple[bytes
     a chunk's bytes depend only on its text and that window, so an export reuses the chunks of the
     last one (`chunks`, by a hash of level, window and text) and compresses only what changed.
     Chunks end at entry anchors (a block heading or manifest line whose id ends in 00 or 000), so
-    an edit moves no other chunk's borders. Gives the gzip and the chunks it used."""
+    an edit moves no other chunk's borders. The chunks to compress are compressed on every core
+    (`_squeezed`). Gives the gzip and the chunks it used."""
     known = chunks or {}
-    used: dict[bytes, bytes] = {}
     view = memoryview(raw)
-    out = [_GZIP_HEADER]
+    spans: list[tuple[bytes, int, int]] = []
     start = 0
     level = bytes([COMPRESS_LEVEL])
     for end in _cuts(raw):
-        window = view[max(0, start - _WINDOW):start]
         digest = hashlib.sha1(level)
-        digest.update(window)
+        digest.update(view[max(0, start - _WINDOW):start])
         digest.update(view[start:end])
-        key = digest.digest()
-        data = known.get(key)
-        if data is None:
-            squeezer = (zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, bytes(window))
-                        if start else zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15))
-            data = squeezer.compress(view[start:end]) + squeezer.flush(zlib.Z_SYNC_FLUSH)
-        used[key] = data
-        out.append(data)
+        spans.append((digest.digest(), start, end))
         start = end
+    missing = {key: (start, end) for key, start, end in spans if key not in known}
+    made = dict(zip(missing, _squeezed(view, list(missing.values()))))
+    used = {key: known[key] if key in known else made[key] for key, _, _ in spans}
+    out = [_GZIP_HEADER, *(used[key] for key, _, _ in spans)]
     out += [b"\x03\x00", struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)]  # the last, empty block
     return b"".join(out), used
+
+
+def _squeezed(view: memoryview, spans: list[tuple[int, int]]) -> list[bytes]:
+    """The chunks at `spans` compressed, each with the window before it: on every core when there
+    are many (a first export's 8 MB; zlib lets go of the GIL while it compresses)."""
+    def squeeze(batch: list[tuple[int, int]]) -> list[bytes]:
+        out = []
+        for start, end in batch:
+            squeezer = (zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY,
+                                         bytes(view[max(0, start - _WINDOW):start]))
+                        if start else zlib.compressobj(COMPRESS_LEVEL, zlib.DEFLATED, -15))
+            out.append(squeezer.compress(view[start:end]) + squeezer.flush(zlib.Z_SYNC_FLUSH))
+        return out
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+    if cores < 2 or len(spans) < _PARALLEL_FROM:
+        return squeeze(spans)
+    size = -(-len(spans) // (4 * cores))  # a few batches a core, so that a slow one does not hold the rest
+    with ThreadPoolExecutor(cores) as pool:
+        return [data for done in pool.map(squeeze, [spans[at:at + size] for at in range(0, len(spans), size)])
+                for data in done]
 
 
 def _cuts(raw: bytes) -> list[int]:
