@@ -169,7 +169,7 @@ def _whole_files(rels: list[str], contents: dict[str, bytes], parts: dict[str, P
         except (ValueError, OverflowError):
             return None
         down = np.diff(numbers) < 0
-        down[np.cumsum([len(group) for group in ids[kind]])[:-1] - 1] = False  # from one file to the next
+        down[np.cumsum([len(group) for group in ids[kind]], dtype=np.int64)[:-1] - 1] = False  # from one file to the next
         if down.any():
             return None  # a file's ids out of order
         digests = "".join(hashes[kind])
