@@ -269,7 +269,8 @@ def _parsed(rel: str, raw: bytes) -> list[Entry] | None:
 class Cache:
     """The parts and chunks the last export used, as `.git/whetstone-export.cache` holds them:
     a first line (magic, code hash, sha256 of the rest), the length of a JSON index, the index
-    (each part's rows and where its bytes are; each chunk's key and place), then the bytes."""
+    (each part's rows and where its bytes and its blocks' sha256s are; each chunk's key and place),
+    then the bytes."""
 
     def __init__(self, path: Path | None, files: dict[str, Part] | None = None,
                  chunks: dict[bytes, bytes] | None = None, ages: dict[str, int] | None = None) -> None:
@@ -298,8 +299,10 @@ class Cache:
             blob = memoryview(data)[at + size:]
             files: dict[str, Part] = {}
             ages: dict[str, int] = {}
-            for key, (at, n, age, ids, *columns) in index["files"].items():
-                files[key] = (None if at < 0 else bytes(blob[at:at + n]), ids.split(" ") if ids else [], *columns)
+            for key, (at, n, digests, age, ids, *columns) in index["files"].items():
+                split = ids.split(" ") if ids else []
+                files[key] = (None if at < 0 else bytes(blob[at:at + n]), split,
+                              blob[digests:digests + 32 * len(split)].hex(), *columns)
                 ages[key] = int(age)
             chunks = {bytes.fromhex(key): bytes(blob[at:at + n]) for key, at, n in index["chunks"]}
         except (ValueError, TypeError, KeyError, AttributeError):
@@ -324,7 +327,8 @@ class Cache:
         for key, part in self.files.items():  # a revert or a branch switched back finds its files again
             if key not in kept and self.ages.get(key, 0) + 1 < KEEP:
                 kept[key] = (part, self.ages.get(key, 0) + 1)
-        files = {key: [*(put(part[0]) if part[0] is not None else [-1, 0]), age, " ".join(part[1]), *part[2:]]
+        files = {key: [*(put(part[0]) if part[0] is not None else [-1, 0]), put(bytes.fromhex(part[2]))[0], age,
+                       " ".join(part[1]), *part[3:]]  # the sha256s as bytes: half the size, and no JSON string
                  for key, (part, age) in kept.items()}
         listed = [[key.hex(), *put(data)] for key, data in chunks.items()]
         index = json.dumps({"files": files, "chunks": listed}, separators=(",", ":"), ensure_ascii=False).encode()
