@@ -426,3 +426,17 @@ def test_deflate_on_every_core_is_deflate_in_turn(monkeypatch) -> None:
     assert packs.deflate(edited, partial)[0] == reference_deflate(edited)
     monkeypatch.setattr(packs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
     assert packs.deflate(raw)[0] == data  # one core: in turn
+
+
+def test_a_file_is_read_whole_whatever_its_size_says(monkeypatch, tmp_path: Path) -> None:
+    path = tmp_path / "f.md"
+    for data in (b"", b"x", b"\n" * 70_000, bytes(range(256)) * 1000):
+        path.write_bytes(data)
+        assert packcache._read(str(path)) == data
+    real = os.fstat  # a size that no longer holds: grown or shrunk since it was taken
+    for wrong in (0, 5, 10**6):
+        monkeypatch.setattr(packcache.os, "fstat", lambda fd: os.stat_result((0,) * 6 + (wrong,) + (0,) * 3))
+        assert packcache._read(str(path)) == path.read_bytes()
+    monkeypatch.setattr(packcache.os, "fstat", real)
+    with pytest.raises(FileNotFoundError):
+        packcache._read(str(tmp_path / "gone.md"))
