@@ -11,7 +11,9 @@ import io
 import os
 import subprocess
 import sys
+import struct
 import tarfile
+import zlib
 from pathlib import Path
 
 import pytest
@@ -334,6 +336,42 @@ def test_the_report_of_a_cached_export_is_the_uncached_one(monkeypatch, tmp_path
     assert list(cold) == list(warm)
 
 
+def test_a_pack_of_whole_files_is_the_pack_row_by_row(monkeypatch, tmp_path: Path) -> None:
+    """A store as whetstone keeps it is packed a file at a time (`_whole_files`); a file that is
+    not one pack file as it stands (two files of one scope, ids out of order, two scopes) sends
+    the export row by row. Both give the pack from scratch."""
+    _, config, built = bench_store(monkeypatch, "whole", 800, 10)
+    path = built.path
+    learnings = sorted((path / "learnings").glob("*.md"))
+    whole, real = [], packcache._whole_files
+    monkeypatch.setattr(packcache, "_whole_files", lambda *a: whole.append(real(*a)) or whole[-1])
+    cached(config, "whole")
+    assert whole[-1] is not None  # the bench's store: a file at a time
+    ids = sorted(int(b.id[1:]) for f in learnings for b in blocks.parse(f.read_text(encoding="utf-8"), "x", "learnings").blocks)
+    first = blocks.parse(learnings[0].read_text(encoding="utf-8"), "x", "learnings").blocks[0]
+
+    def block(entry_id: str, scope: str, body: str = "Hand made.") -> str:
+        return (f"## {entry_id} · {body}\n- recurrence: 1\n- first_seen: 2026-01-02\n- last_seen: 2026-01-02\n"
+                f"- scope: {scope}\n\n{body}\n")
+
+    cases = {  # each a hand-made file beside the store's; its id a new one, below the file's own
+        "a second file of a scope": block(f"L{ids[-1] + 5}", first.scope),
+        "ids out of order": block(f"L{ids[-1] + 9}", "order") + "\n" + block(f"L{ids[-1] + 7}", "order"),
+        "two scopes in a file": block(f"L{ids[-1] + 11}", "one of two") + "\n" + block(f"L{ids[-1] + 12}", "two of two"),
+    }
+    for case, text in cases.items():
+        extra = path / "learnings" / "aaa-hand.md"
+        extra.write_text(text, encoding="utf-8")
+        cached(config, "whole")
+        assert whole[-1] is None, case
+        extra.unlink()
+    # the same hand-made files, each alone in its pack file and in id order: a file at a time again
+    (path / "learnings" / "aaa-hand.md").write_text(block(f"L{ids[-1] + 7}", "order") + "\n"
+                                                     + block(f"L{ids[-1] + 9}", "order"), encoding="utf-8")
+    cached(config, "whole")
+    assert whole[-1] is not None
+
+
 anchored = st.lists(st.sampled_from([b"\n## L100 \xc2\xb7 x\n", b"\nL3000 = \"h\"\n", b"\n## I7700 \xc2\xb7 y",
                                      b"plain words ", b"\x00" * 512, bytes(range(256))]), max_size=60)
 
@@ -363,3 +401,42 @@ def test_deflate_reuses_chunks_across_an_edit_and_reads_as_gzip(tmp_path: Path) 
     assert 1 <= len(set(reused) - set(used)) <= 2 + 32768 // 4000 < len(used) // 10
     with gzip.open(io.BytesIO(again)) as handle:  # gzip's own reader, as import's zlib reads it
         assert handle.read() == edited
+
+
+def reference_deflate(raw: bytes) -> bytes:
+    """`deflate` as it was: every chunk compressed in turn, in this thread."""
+    out, start = [packs._GZIP_HEADER], 0
+    for end in packs._cuts(raw):
+        window = raw[max(0, start - packs._WINDOW):start]
+        squeezer = (zlib.compressobj(packs.COMPRESS_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, window)
+                    if start else zlib.compressobj(packs.COMPRESS_LEVEL, zlib.DEFLATED, -15))
+        out.append(squeezer.compress(raw[start:end]) + squeezer.flush(zlib.Z_SYNC_FLUSH))
+        start = end
+    return b"".join(out) + b"\x03\x00" + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
+
+
+def test_deflate_on_every_core_is_deflate_in_turn(monkeypatch) -> None:
+    raw = b"".join(b"\n## L%d \xc2\xb7 rule %d\n- scope: s%d\n\nSome words about rule %d.\n" % (i, i, i % 7, i * 7919)
+                   for i in range(1, 40_000))
+    data, used = packs.deflate(raw)
+    assert len(used) > 4 * packs._PARALLEL_FROM  # threads, many batches
+    assert data == reference_deflate(raw)
+    edited = raw.replace(b"rule 20000\n", b"rule 20000, edited\n")
+    partial = dict(list(used.items())[::3])  # some chunks known, the rest compressed by the threads
+    assert packs.deflate(edited, partial)[0] == reference_deflate(edited)
+    monkeypatch.setattr(packs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    assert packs.deflate(raw)[0] == data  # one core: in turn
+
+
+def test_a_file_is_read_whole_whatever_its_size_says(monkeypatch, tmp_path: Path) -> None:
+    path = tmp_path / "f.md"
+    for data in (b"", b"x", b"\n" * 70_000, bytes(range(256)) * 1000):
+        path.write_bytes(data)
+        assert packcache._read(str(path)) == data
+    real = os.fstat  # a size that no longer holds: grown or shrunk since it was taken
+    for wrong in (0, 5, 10**6):
+        monkeypatch.setattr(packcache.os, "fstat", lambda fd: os.stat_result((0,) * 6 + (wrong,) + (0,) * 3))
+        assert packcache._read(str(path)) == path.read_bytes()
+    monkeypatch.setattr(packcache.os, "fstat", real)
+    with pytest.raises(FileNotFoundError):
+        packcache._read(str(tmp_path / "gone.md"))
