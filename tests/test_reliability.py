@@ -342,7 +342,7 @@ CRASH_POINTS = [
     ("replace-*.md", True),                     # the change is journaled, no file written yet
     ("replaced-*.md", True),                    # the scope file is in place, next_ids.json is not
     ("replaced-next_ids.json", True),           # both files in place, git not started
-    ("git-add-done", True),                     # staged, not committed
+    ("git-update-index-done", True),                     # staged, not committed
     ("git-commit", True),                       # about to commit
     ("git-commit-done", True),                  # committed, the write not yet finished
 ]
@@ -375,7 +375,7 @@ def test_a_capture_killed_at_any_point_is_finished_or_undone_by_the_next_write(s
         assert len(said) == 1 and said[0]["action"] in ("committed", "found_committed"), said
 
 
-@pytest.mark.parametrize("point", ["replace-*.md", "replaced-*.md", "git-add-done"])
+@pytest.mark.parametrize("point", ["replace-*.md", "replaced-*.md", "git-update-index-done"])
 def test_a_move_killed_between_its_two_files_is_whole_after_recovery(store_root: Path, autonomous, zygote,
                                                                      point: str) -> None:
     """Moving an entry to another scope rewrites two files: killed in between, the entry is never
@@ -397,7 +397,7 @@ def test_a_failed_recovery_commit_is_rolled_back_with_an_event(store_root: Path,
     """An interrupted write that can no longer be committed (a hook now refuses it) is undone."""
     capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
     store = store_root / SKILL
-    _crash(zygote, "git-add-done", skill=SKILL, polarity="learning", body="Right-align every numeric column.",
+    _crash(zygote, "git-update-index-done", skill=SKILL, polarity="learning", body="Right-align every numeric column.",
            scope="alignment")
     hook = store / ".git" / "hooks" / "pre-commit.whetstone-chained"
     hook.write_text("#!/bin/sh\ngrep -rq 'Right-align' learnings && { echo 'no right-align' >&2; exit 1; }\nexit 0\n")

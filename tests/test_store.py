@@ -604,3 +604,31 @@ def test_concurrent_first_captures_into_a_new_skill_all_land(store_root: Path):
     assert ids == ["L1", "L2", "L3", "L4"]
     assert git(store_root / "race", "log", "--format=%s").stdout.count("attach: create") == 1
     git(store_root / "race", "fsck", "--strict")
+
+
+def test_a_commit_stages_exactly_its_paths_as_git_add_and_rm_would(tmp_path: Path) -> None:
+    """`runner.commit` stages its paths by name (changed, new, deleted, and one in neither the work
+    tree nor git's index) and nothing else: the same tree as `git add -A` and `git rm --cached` of
+    those paths, and a hand edit to another file stays unstaged."""
+    from git_whetstone.git import runner
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for rel in ("learnings/a.md", "learnings/b.md", "issues/c.md", "learnings/keep.md"):
+        (repo / rel).parent.mkdir(exist_ok=True)
+        (repo / rel).write_text(f"{rel}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "start")
+    (repo / "learnings/a.md").write_text("changed\n")
+    (repo / "learnings/b.md").unlink()
+    (repo / "issues/new one.md").write_text("new\n")
+    (repo / "learnings/keep.md").write_text("a hand edit, not committed\n")
+    reference = tmp_path / "reference"
+    shutil.copytree(repo, reference)
+    git(reference, "add", "-A", "--", "learnings/a.md", "issues/new one.md")
+    git(reference, "rm", "-q", "--cached", "--", "learnings/b.md")
+    git(reference, "commit", "-qm", "reference")
+    runner.commit(repo, "whetstone", ["learnings/a.md", "learnings/b.md", "issues/new one.md", "learnings/gone.md"])
+    assert git(repo, "rev-parse", "HEAD^{tree}").stdout == git(reference, "rev-parse", "HEAD^{tree}").stdout
+    assert git(repo, "status", "--porcelain").stdout == " M learnings/keep.md\n"
