@@ -1058,3 +1058,30 @@ def test_a_capture_on_a_really_full_disk(tmp_path: Path, monkeypatch) -> None:
         assert git(store, "fsck", "--strict", "--no-dangling").stdout == ""
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("point", ["replaced-*.md:20", "git-update-index"])
+def test_a_compact_killed_between_its_files_and_its_commit_is_completed_by_the_next_write(
+        store_root: Path, monkeypatch, zygote, point: str) -> None:
+    """A compact writes its many files side by side: killed part way through them, or after all of
+    them but before its commit, the next write completes it from the journal, and the store holds
+    what an uninterrupted compact commits."""
+    import shutil
+
+    from git_whetstone.ops import compact as compact_op
+    from .helpers import bench_store
+
+    _, config, built = bench_store(monkeypatch, "big", 1_000, 6)
+    reference = store_root.parent / "reference"
+    shutil.copytree(built.path, reference / "big", symlinks=True)
+    _crash(zygote, point, "compact", skill="big")
+    wait_for_writers(built.path)
+    assert (built.path / ".git" / "whetstone-journal.json").exists()
+    result = compact_op.compact("big", config=config)  # the next write: recovers, then finds nothing left
+    assert recovery_events(built.path)[-1]["action"] == "committed"
+    assert result["changes"] == []
+    monkeypatch.setenv("WHETSTONE_STORE_ROOT", str(reference))
+    done = compact_op.compact("big", config=load())
+    assert len(done["changes"]) >= 32  # enough files for the side-by-side write
+    assert git(built.path, "rev-parse", "HEAD^{tree}").stdout == git(reference / "big", "rev-parse", "HEAD^{tree}").stdout
+    assert "(completed by whetstone after the writer was interrupted)" in git(built.path, "log", "-1", "--format=%B").stdout
