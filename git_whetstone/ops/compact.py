@@ -455,13 +455,14 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         cached = known.get(rel)
         if not parse_every_file and not reference and (cached is None or cached[0] is not text) \
                 and "\r" not in text and unchanged(rel):
-            heads = [m.start() for m in _HEADS.finditer(text)]
-            for k, at in enumerate(heads):
-                if text.startswith(f"## {entry_id} {DOT}", at):
-                    end = heads[k + 1] if k + 1 < len(heads) else len(text)
-                    raw = text[at:end]
-                    return blocks.Block(entry_id, "", () if span_only else blocks.fields_of(raw), "",
-                                        text.count("\n", 0, at) + 1, at, end, raw)
+            heading = f"## {entry_id} {DOT}"  # (a line that starts so is one `blocks.parse` starts a block at)
+            at = 0 if text.startswith(heading) else text.find(f"\n{heading}") + 1
+            if at or text.startswith(heading):
+                after = _HEADS.search(text, at + 1)
+                end = after.start() if after else len(text)
+                raw = text[at:end]
+                return blocks.Block(entry_id, "", () if span_only else blocks.fields_of(raw), "",
+                                    text.count("\n", 0, at) + 1, at, end, raw)
         if reference or cached is None or cached[0] is not text or entry_id not in cached[1]:
             parsed = blocks.parse(text, rel)
             by_id: dict[str, blocks.Block] = {}
