@@ -342,7 +342,7 @@ CRASH_POINTS = [
     ("replace-*.md", True),                     # the change is journaled, no file written yet
     ("replaced-*.md", True),                    # the scope file is in place, next_ids.json is not
     ("replaced-next_ids.json", True),           # both files in place, git not started
-    ("git-add-done", True),                     # staged, not committed
+    ("git-update-index-done", True),                     # staged, not committed
     ("git-commit", True),                       # about to commit
     ("git-commit-done", True),                  # committed, the write not yet finished
 ]
@@ -375,7 +375,7 @@ def test_a_capture_killed_at_any_point_is_finished_or_undone_by_the_next_write(s
         assert len(said) == 1 and said[0]["action"] in ("committed", "found_committed"), said
 
 
-@pytest.mark.parametrize("point", ["replace-*.md", "replaced-*.md", "git-add-done"])
+@pytest.mark.parametrize("point", ["replace-*.md", "replaced-*.md", "git-update-index-done"])
 def test_a_move_killed_between_its_two_files_is_whole_after_recovery(store_root: Path, autonomous, zygote,
                                                                      point: str) -> None:
     """Moving an entry to another scope rewrites two files: killed in between, the entry is never
@@ -397,7 +397,7 @@ def test_a_failed_recovery_commit_is_rolled_back_with_an_event(store_root: Path,
     """An interrupted write that can no longer be committed (a hook now refuses it) is undone."""
     capture(SKILL, "learning", "Band alternate rows in pale grey.", "row banding")
     store = store_root / SKILL
-    _crash(zygote, "git-add-done", skill=SKILL, polarity="learning", body="Right-align every numeric column.",
+    _crash(zygote, "git-update-index-done", skill=SKILL, polarity="learning", body="Right-align every numeric column.",
            scope="alignment")
     hook = store / ".git" / "hooks" / "pre-commit.whetstone-chained"
     hook.write_text("#!/bin/sh\ngrep -rq 'Right-align' learnings && { echo 'no right-align' >&2; exit 1; }\nexit 0\n")
@@ -1058,3 +1058,30 @@ def test_a_capture_on_a_really_full_disk(tmp_path: Path, monkeypatch) -> None:
         assert git(store, "fsck", "--strict", "--no-dangling").stdout == ""
     finally:
         subprocess.run(["umount", "-l", str(mount)], check=False)
+
+
+@pytest.mark.parametrize("point", ["replaced-*.md:20", "git-update-index"])
+def test_a_compact_killed_between_its_files_and_its_commit_is_completed_by_the_next_write(
+        store_root: Path, monkeypatch, zygote, point: str) -> None:
+    """A compact writes its many files side by side: killed part way through them, or after all of
+    them but before its commit, the next write completes it from the journal, and the store holds
+    what an uninterrupted compact commits."""
+    import shutil
+
+    from git_whetstone.ops import compact as compact_op
+    from .helpers import bench_store
+
+    _, config, built = bench_store(monkeypatch, "big", 1_000, 6)
+    reference = store_root.parent / "reference"
+    shutil.copytree(built.path, reference / "big", symlinks=True)
+    _crash(zygote, point, "compact", skill="big")
+    wait_for_writers(built.path)
+    assert (built.path / ".git" / "whetstone-journal.json").exists()
+    result = compact_op.compact("big", config=config)  # the next write: recovers, then finds nothing left
+    assert recovery_events(built.path)[-1]["action"] == "committed"
+    assert result["changes"] == []
+    monkeypatch.setenv("WHETSTONE_STORE_ROOT", str(reference))
+    done = compact_op.compact("big", config=load())
+    assert len(done["changes"]) >= 32  # enough files for the side-by-side write
+    assert git(built.path, "rev-parse", "HEAD^{tree}").stdout == git(reference / "big", "rev-parse", "HEAD^{tree}").stdout
+    assert "(completed by whetstone after the writer was interrupted)" in git(built.path, "log", "-1", "--format=%B").stdout

@@ -604,3 +604,110 @@ def test_concurrent_first_captures_into_a_new_skill_all_land(store_root: Path):
     assert ids == ["L1", "L2", "L3", "L4"]
     assert git(store_root / "race", "log", "--format=%s").stdout.count("attach: create") == 1
     git(store_root / "race", "fsck", "--strict")
+
+
+def test_a_commit_stages_exactly_its_paths_as_git_add_and_rm_would(tmp_path: Path) -> None:
+    """`runner.commit` stages its paths by name (changed, new, deleted, and one in neither the work
+    tree nor git's index) and nothing else: the same tree as `git add -A` and `git rm --cached` of
+    those paths, and a hand edit to another file stays unstaged."""
+    from git_whetstone.git import runner
+
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    git(repo, "init", "-q")
+    for rel in ("learnings/a.md", "learnings/b.md", "issues/c.md", "learnings/keep.md"):
+        (repo / rel).parent.mkdir(exist_ok=True)
+        (repo / rel).write_text(f"{rel}\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "start")
+    (repo / "learnings/a.md").write_text("changed\n")
+    (repo / "learnings/b.md").unlink()
+    (repo / "issues/new one.md").write_text("new\n")
+    (repo / "learnings/keep.md").write_text("a hand edit, not committed\n")
+    reference = tmp_path / "reference"
+    shutil.copytree(repo, reference)
+    git(reference, "add", "-A", "--", "learnings/a.md", "issues/new one.md")
+    git(reference, "rm", "-q", "--cached", "--", "learnings/b.md")
+    git(reference, "commit", "-qm", "reference")
+    runner.commit(repo, "whetstone", ["learnings/a.md", "learnings/b.md", "issues/new one.md", "learnings/gone.md"])
+    assert git(repo, "rev-parse", "HEAD^{tree}").stdout == git(reference, "rev-parse", "HEAD^{tree}").stdout
+    assert git(repo, "status", "--porcelain").stdout == " M learnings/keep.md\n"
+
+
+def _many_file_change(folder: Path) -> tuple[dict[Path, bytes | None], dict[Path, bytes | None]]:
+    """Files before and after a change of 80 files: blocks retired, files emptied away, blocks
+    moved into other files (which gain an id), a new file, and next_ids.json."""
+    def block(n: int) -> str:
+        return f"## L{n} · rule {n}\n- recurrence: 1\n- first_seen: 2026-01-01\n- last_seen: 2026-01-01\n- scope: s\n\nRule {n}.\n"
+    (folder / "learnings").mkdir(parents=True)
+    old: dict[Path, bytes | None] = {}
+    for f in range(80):
+        path = folder / "learnings" / f"s{f}.md"
+        path.write_text(block(2 * f + 1) + "\n" + block(2 * f + 2))
+        old[path] = path.read_bytes()
+    (folder / "next_ids.json").write_text('{"L": 160, "I": 0}\n')
+    old[folder / "next_ids.json"] = (folder / "next_ids.json").read_bytes()
+    new: dict[Path, bytes | None] = {}
+    for f in range(0, 80, 2):  # s1's blocks move into s0, s3's into s2, ...; s<odd> is deleted
+        new[folder / "learnings" / f"s{f + 1}.md"] = None
+        new[folder / "learnings" / f"s{f}.md"] = "\n".join(block(n) for n in range(2 * f + 1, 2 * f + 5)).encode()
+    for f in range(0, 80, 8):  # some keep one block only
+        new[folder / "learnings" / f"s{f}.md"] = block(2 * f + 1).encode()
+    new[folder / "learnings" / "fresh.md"] = block(161).encode()
+    new[folder / "next_ids.json"] = b'{"L": 161, "I": 0}\n'
+    old[folder / "learnings" / "fresh.md"] = None
+    old = {p: old[p] for p in new}
+    return old, new
+
+
+def test_a_many_file_change_lands_in_stages_as_one_file_at_a_time_would(tmp_path: Path, monkeypatch) -> None:
+    """`journal.apply` of many files (threads side by side) leaves the files a file-at-a-time
+    apply leaves, no temporary behind, and renames every file that gains no id before any file
+    that gains one, next_ids.json last: an id is never in two files on disk."""
+    import re as re_module
+
+    from git_whetstone.store import journal
+
+    old, new = _many_file_change(tmp_path / "fast")
+    assert len(new) >= journal.MANY
+    ref_old, ref_new = _many_file_change(tmp_path / "slow")
+    for path in ref_new:  # the reference: each file in turn, in any order (the end state only)
+        journal.put(path, ref_new[path])
+    landed: list[Path] = []
+    real_replace, real_unlink = os.replace, Path.unlink
+
+    def replace(src, dst):
+        real_replace(src, dst)
+        landed.append(Path(dst))
+
+    def unlink(self, missing_ok=False):
+        real_unlink(self, missing_ok=missing_ok)
+        landed.append(self)
+    monkeypatch.setattr(os, "replace", replace)
+    monkeypatch.setattr(Path, "unlink", unlink)
+    journal.apply(old, new)
+    monkeypatch.undo()
+    assert tree_state(tmp_path / "fast") == tree_state(tmp_path / "slow")
+    assert not [p for p in (tmp_path / "fast").rglob("*") if p.name.endswith(".tmp")]
+
+    def ids(data: bytes | None) -> set[str]:
+        return set(re_module.findall(r"^## (L\d+) ·", (data or b"").decode(), re_module.M))
+    gaining = {p for p in new if p.name != "next_ids.json" and ids(new[p]) - ids(old[p])}
+    assert sorted(landed) == sorted(new) and 0 < len(gaining) < len(new) - 1
+    order = {p: n for n, p in enumerate(landed)}
+    assert max(order[p] for p in new if p not in gaining and p.name != "next_ids.json") < \
+        min(order[p] for p in gaining) and landed[-1].name == "next_ids.json"
+
+
+def test_a_many_file_change_that_cannot_write_a_file_changes_none(tmp_path: Path) -> None:
+    """If one temporary file cannot be written (here the last, whose name is too long once made a
+    temporary's), no file is renamed and no temporary is left."""
+    from git_whetstone.store import journal
+
+    old, new = _many_file_change(tmp_path)
+    before = tree_state(tmp_path)
+    long = tmp_path / "learnings" / f"{'x' * 248}.md"
+    old[long], new[long] = None, "## L999 · x\n".encode()
+    with pytest.raises(OSError):
+        journal.apply(old, new)
+    assert tree_state(tmp_path) == before

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any, Callable
 
 
 def write_atomic(path: Path, data: str | bytes) -> None:
@@ -25,42 +26,65 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     sync_directory(path.parent)
 
 
-def write_many_atomic(changes: list[tuple[Path, bytes | None]]) -> None:
-    """Put many files in place (None: delete), in the order given, each as `write_atomic` would but
-    flushed to disk all at once: every temporary file is written, the filesystem synced once, then
-    each renamed in order, and every folder synced at the end (a compact rewrites thousands of
-    files, and one fsync each took seconds). If a temporary cannot be written, none is renamed."""
-    temps: list[tuple[Path, Path | None]] = []
-    try:
-        for path, raw in changes:
-            if raw is None:
-                temps.append((path, None))
-                continue
-            path.parent.mkdir(parents=True, exist_ok=True)
-            tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-            temps.append((path, tmp))
-            with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
-                handle.write(raw)
-            os.chmod(tmp, 0o644)
-        os.sync()
-    except BaseException:
-        for _, tmp in temps:
-            if tmp is not None:
-                tmp.unlink(missing_ok=True)
-        raise
-    for at, (path, tmp) in enumerate(temps):
+WORKERS = 16  # threads that write, flush and rename a many-file change's files side by side
+
+
+def write_many_atomic(stages: list[list[tuple[Path, bytes | None]]]) -> None:
+    """Put many files in place (None: delete), each as `write_atomic` would, one stage after the
+    other (a stage's files in any order): every temporary file is written and flushed to disk,
+    then each stage's files are renamed into place (or deleted), then every folder is synced. If a
+    temporary cannot be written, none is renamed; if a rename fails, no later stage starts.
+
+    The files of a stage are handled by threads side by side: on a filesystem that frees a file's
+    blocks at once (ext4 mounted with `discard`), a rename over a file or a deletion blocks about
+    2 ms, and one at a time that was 17 s of a compact's 8,400 files; side by side their waits
+    overlap. Each temporary is fsynced itself (not `os.sync()`, which also waits for every other
+    program's writes on the machine)."""
+    from concurrent.futures import ThreadPoolExecutor  # here: only a many-file write needs threads
+
+    temps: dict[Path, Path] = {}
+    for stage in stages:
+        for path, raw in stage:
+            if raw is not None:
+                temps[path] = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+
+    def write(item: tuple[Path, bytes]) -> None:
+        path, raw = item
+        with open(os.open(temps[path], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
+            handle.write(raw)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(temps[path], 0o644)
+
+    def put(item: tuple[Path, bytes | None]) -> None:
+        path, raw = item
+        if raw is None:
+            path.unlink(missing_ok=True)
+        else:
+            os.replace(temps[path], path)
+
+    def each(pool: ThreadPoolExecutor, work: Callable[[Any], None], items: list) -> None:
+        """`work` on every item, all of them tried; the first error is raised once all are done."""
+        errors = [f.exception() for f in [pool.submit(work, item) for item in items]]
+        for error in errors:
+            if error is not None:
+                raise error
+
+    with ThreadPoolExecutor(WORKERS) as pool:
         try:
-            if tmp is None:
-                path.unlink(missing_ok=True)
-            else:
-                os.replace(tmp, path)
+            for folder in dict.fromkeys(path.parent for path in temps):
+                folder.mkdir(parents=True, exist_ok=True)
+            each(pool, write, [(path, raw) for stage in stages for path, raw in stage if raw is not None])
+            for stage in stages:
+                each(pool, put, stage)
         except BaseException:
-            for _, left in temps[at:]:
-                if left is not None:
-                    left.unlink(missing_ok=True)
+            for tmp in temps.values():  # (those renamed are gone already)
+                try:
+                    tmp.unlink(missing_ok=True)
+                except OSError:
+                    pass  # one never made (its name too long, say): the others still go
             raise
-    for folder in dict.fromkeys(path.parent for path, _ in changes):
-        sync_directory(folder)
+        each(pool, sync_directory, list(dict.fromkeys(path.parent for stage in stages for path, _ in stage)))
 
 
 def sync_directory(folder: Path) -> None:

@@ -354,6 +354,19 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
     return bid, title, tuple(fields), "\n".join(body_lines)
 
 
+def fields_of(block_text: str) -> tuple[tuple[str, str], ...]:
+    """The metadata of a block's source (without carriage returns) as `parse` reads it, for a block
+    known to be valid: the `- key: value` lines after its heading, without checking anything."""
+    fields = []
+    for line in block_text.split("\n")[1:]:
+        match = _FIELD.match(line)
+        if match is None:
+            break
+        key, value = match.groups()
+        fields.append((key, value.strip() if value else ""))
+    return tuple(fields)
+
+
 def _check_body(lines: list[str], start: int, err) -> None:
     """Find what would make markdown read a body as more than a body: a heading (ATX, or text
     underlined with '=' or '-'), or a code fence or raw HTML left open, which would swallow every

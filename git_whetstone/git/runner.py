@@ -99,13 +99,10 @@ def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) 
     """
     mixed = _staged_elsewhere(repo, paths)
     listed = "\0".join(paths)  # paths go through stdin: a compaction may touch thousands of files
-    present = [p for p in paths if os.path.lexists(repo / p)]
-    gone = [p for p in paths if p not in present]
-    if present:
-        run(repo, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input="\0".join(present), hold=hold)
-    if gone:  # (`add -A` refuses a path that neither the work tree nor git's index has any more)
-        run(repo, "rm", "-q", "--cached", "--ignore-unmatch", "--pathspec-from-file=-", "--pathspec-file-nul",
-            input="\0".join(gone), hold=hold)
+    # Each path staged as it is on disk, gone from git's index if gone from the disk (a path in
+    # neither is skipped). Exact names, not pathspecs: `git add -A` and `git rm --cached` match
+    # every pathspec against every file git tracks (3.5 s for the 6,300 files a 100k compact writes).
+    run(repo, "update-index", "--add", "--remove", "-z", "--stdin", input=listed + "\0", hold=hold)
     # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
     # see WHETSTONE_WRITING. Automatic maintenance is checked by `maybe_gc` instead of on every commit.
     env = dict(_identity_fallback(str(repo)))

@@ -444,19 +444,25 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         return clean[rel]
 
     def find(rel: str, entry_id: str, span_only: bool = False) -> blocks.Block:
-        """The block `entry_id` of `rel` as it is now. `span_only`: only its place is needed (to
-        retire it), which in a file the index read without a warning and nobody touched since
-        needs no parse: a block runs from its heading to the next line `blocks.parse` takes for
-        one (read_text turns a lone \r into a line break the index did not see: such a file is parsed)."""
+        """The block `entry_id` of `rel` as it is now. In a file the index read without a warning
+        and nobody touched since, it needs no parse: a block runs from its heading to the next
+        line `blocks.parse` takes for one, its fields are the `- key: value` lines after its
+        heading (every block there validated; an edit here keeps blocks valid), and title and body
+        are left empty (an edit needs only its place and its fields; `span_only`: its place alone,
+        to retire it). read_text turns a lone \r into a line break the index did not see: such a
+        file is parsed."""
         text = text_of(rel)
         cached = known.get(rel)
-        if span_only and not parse_every_file and not reference and (cached is None or cached[0] is not text) \
+        if not parse_every_file and not reference and (cached is None or cached[0] is not text) \
                 and "\r" not in text and unchanged(rel):
-            heads = [m.start() for m in _HEADS.finditer(text)]
-            for k, at in enumerate(heads):
-                if text.startswith(f"## {entry_id} {DOT}", at):
-                    end = heads[k + 1] if k + 1 < len(heads) else len(text)
-                    return blocks.Block(entry_id, "", (), "", text.count("\n", 0, at) + 1, at, end, text[at:end])
+            heading = f"## {entry_id} {DOT}"  # (a line that starts so is one `blocks.parse` starts a block at)
+            at = 0 if text.startswith(heading) else text.find(f"\n{heading}") + 1
+            if at or text.startswith(heading):
+                after = _HEADS.search(text, at + 1)
+                end = after.start() if after else len(text)
+                raw = text[at:end]
+                return blocks.Block(entry_id, "", () if span_only else blocks.fields_of(raw), "",
+                                    text.count("\n", 0, at) + 1, at, end, raw)
         if reference or cached is None or cached[0] is not text or entry_id not in cached[1]:
             parsed = blocks.parse(text, rel)
             by_id: dict[str, blocks.Block] = {}

@@ -50,12 +50,13 @@ MANY = 32  # files in one change from which they are flushed to disk together
 
 def apply(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -> None:
     """Change each file from `old` to `new` (None: absent), in the order that never shows an id twice."""
-    order = write_order(old, new)
-    if len(order) >= MANY:
-        write_many_atomic([(path, new[path]) for path in order])
+    stages = write_stages(old, new)
+    if sum(map(len, stages)) >= MANY:
+        write_many_atomic([[(path, new[path]) for path in stage] for stage in stages])
         return
-    for path in order:
-        put(path, new[path])
+    for stage in stages:
+        for path in stage:
+            put(path, new[path])
 
 
 def put(path: Path, data: bytes | None) -> None:
@@ -66,15 +67,19 @@ def put(path: Path, data: bytes | None) -> None:
         write_atomic(path, data)
 
 
-def write_order(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -> list[Path]:
-    """The paths to change from `old` to `new`: files that gain no id first (removals, edits, a
-    block's old home), then those that gain one, then next_ids.json."""
+def write_stages(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -> list[list[Path]]:
+    """The paths to change from `old` to `new`, in stages that never show an id twice: files that
+    gain no id first (removals, edits, a block's old home), then those that gain one, then
+    next_ids.json (a stage's files in any order; an empty stage is left out)."""
     def ids(data: bytes | None) -> set[str]:
         return {bid for bid, _ in heading_ids((data or b"").decode("utf-8", "replace"))}
 
-    def gains(path: Path) -> bool:
-        return bool(ids(new[path]) - ids(old[path]))
-    return sorted(new, key=lambda p: (p.name == "next_ids.json", gains(p)))
+    def gains(path: Path) -> bool:  # (a file removed or emptied gains nothing: its old text is not read)
+        return bool(new[path]) and bool(ids(new[path]) - ids(old[path]))
+    stages: list[list[Path]] = [[], [], []]
+    for path in new:
+        stages[2 if path.name == "next_ids.json" else 1 if gains(path) else 0].append(path)
+    return [stage for stage in stages if stage]
 
 
 def unstage(repo: Path, rels: list[str], hold: int | None) -> None:
