@@ -36,7 +36,6 @@ from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..index import scan
 from ..index.build import Progress
-from ..index.records import Entry
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge, may_oppose, read
 from ..semantics.words import content_words
@@ -238,12 +237,6 @@ def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.n
     return low
 
 
-def _floor_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray, band: float) -> np.ndarray:
-    """Per clause, a floor `_rank` cannot set lower, from the rows `sure` to be hits: each
-    clause's best less a band, and never more than three bands under the best of all."""
-    return _floor(_best_under(approx, slack, sure), band)
-
-
 def _floor(best: np.ndarray, band: float) -> np.ndarray:
     """Per clause, its best match less a band, and never more than three bands under the best of
     all: a clause that matches nothing well (one stray word) does not drag in loose neighbours."""
@@ -253,7 +246,7 @@ def _floor(best: np.ndarray, band: float) -> np.ndarray:
 def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -> np.ndarray | None:
     """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
     The rows of the PILOT_SCOPES likeliest scopes of each clause are scored first; those sure to
-    be hits set a floor under `_rank`'s (`_floor_under`). A row of a scope whose bound
+    be hits set a floor `_rank`'s cannot lie above (`_floor`). A row of a scope whose bound
     (`scope_bound`: the scope's likeness with the best text any row could have) stays under that
     floor on every clause can be neither near nor any clause's best: it is not scanned. Pruning
     that would keep most rows is not worth its gathering: every row is scanned then."""
@@ -270,7 +263,7 @@ def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -
     sure = approx.max(axis=0) - slack >= cutoff[rows]
     if not sure.any():
         return None
-    floor = _floor_under(approx, slack, sure, band)
+    floor = _floor(_best_under(approx, slack, sure), band)  # _rank's floor cannot be lower
     keep = bound[0] >= floor[0]
     for j in range(1, len(floor)):
         keep |= bound[j] >= floor[j]
@@ -306,7 +299,6 @@ class Layer:
         self.loose_rows = np.zeros(0, np.intp)
         self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
         self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
-        self._entries: dict[int, Entry] = {}  # row -> its entry, once looked up (`entry`)
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
@@ -435,16 +427,8 @@ class Layer:
         self.learn_hit &= kept & ~self.named
         self.issue_hit &= kept & ~self.named
 
-    def entry(self, row: int) -> Entry:
-        """The entry at `row`, looked up once a recall (a mapped snapshot makes it from its file's
-        arrays: the conflicts name each entry of a pair again and again)."""
-        entry = self._entries.get(row)
-        if entry is None:
-            entry = self._entries[row] = self.snap.entries[row]
-        return entry
-
     def shown_id(self, row: int) -> str:
-        entry = self.entry(row)
+        entry = self.snap.entries[row]
         return entry.id if self.origin == "skill" else GLOBAL_PREFIX + entry.id
 
 
@@ -562,7 +546,7 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     fetched = fetched[:NAMED_K]
 
     def shown(li: int, row: int, is_always: bool) -> dict[str, Any]:
-        layer, e = layers[li], layers[li].entry(row)
+        layer, e = layers[li], layers[li].snap.entries[row]
         out = {"id": layer.shown_id(row), "rule": e.body, "scope": e.scope}
         if e.kind == "learning":
             out.update(recurrence=e.recurrence, weight=round(float(layer.weight_of([row])[0]), 4))
@@ -649,9 +633,9 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
     drop = set()
     for t, row_sims in zip(theirs, sims):
         li, row = pool.refs[t]
-        body = pool.layers[li].entry(row).body
+        body = pool.layers[li].snap.entries[row].body
         for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
-            other = skill.entry(mine[m][1][1]).body
+            other = skill.snap.entries[mine[m][1][1]].body
             if judge(body, other, float(row_sims[m]), config, same_scope=True).relation == SAME:
                 drop.add(int(t))
                 break
@@ -702,7 +686,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
         if at:
             vecs[at] = layer.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
-    entries = [layers[li].entry(row) for li, row in refs]
+    entries = [layers[li].snap.entries[row] for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
