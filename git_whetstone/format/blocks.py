@@ -26,9 +26,10 @@ import datetime as dt
 import json
 import re
 import string
+from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
-from itertools import accumulate
+from itertools import accumulate, islice
 
 DOT = "\u00b7"
 PREFIX = {"learnings": "L", "issues": "I"}
@@ -314,15 +315,8 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
     if not title:
         err(first, f"{bid} has an empty title")
 
-    fields: list[tuple[str, str]] = []
-    i, n, field = 1, len(texts), _FIELD.match
-    while i < n:
-        match = field(texts[i])
-        if match is None:
-            break
-        key, value = match.groups()
-        fields.append((key, value.strip() if value else ""))
-        i += 1
+    fields = _fields(islice(texts, 1, None))
+    i = 1 + len(fields)
     if i < len(texts) and texts[i].strip():
         line = first + i
         if _CONFLICT_MARKER.match(texts[i]):
@@ -357,14 +351,19 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
 def fields_of(block_text: str) -> tuple[tuple[str, str], ...]:
     """The metadata of a block's source (without carriage returns) as `parse` reads it, for a block
     known to be valid: the `- key: value` lines after its heading, without checking anything."""
+    return tuple(_fields(islice(block_text.split("\n"), 1, None)))
+
+
+def _fields(lines: Iterable[str]) -> list[tuple[str, str]]:
+    """The `- key: value` lines from the first, up to the first line that is not one."""
     fields = []
-    for line in block_text.split("\n")[1:]:
+    for line in lines:
         match = _FIELD.match(line)
         if match is None:
             break
         key, value = match.groups()
         fields.append((key, value.strip() if value else ""))
-    return tuple(fields)
+    return fields
 
 
 def _check_body(lines: list[str], start: int, err) -> None:

@@ -15,7 +15,7 @@ GLOBAL_PREFIX = "G:"  # how ids from the global layer are shown and accepted: G:
 KIND_FOLDER = {"learning": "learnings", "issue": "issues"}
 GITIGNORE = "index.sqlite*\nevents.jsonl\ncompact-report.md\n"
 SKILL_NAME = re.compile(r"[a-z0-9][a-z0-9._-]{0,63}")
-# The files a store reads: learnings/*.md and issues/*.md, not hidden ones (see Store.scope_files).
+# The files a store reads: learnings/*.md and issues/*.md, not hidden ones (`is_scope_file`, `is_scope_name`).
 SCOPE_FILE = re.compile(r"^(?:learnings|issues)/(?!\.)[^/]+\.md$")
 _RESERVED = {"con", "prn", "aux", "nul", *(f"com{i}" for i in range(10)), *(f"lpt{i}" for i in range(10))}
 
@@ -39,6 +39,11 @@ def skill_name(raw: object) -> str:
 def is_scope_file(rel: str) -> bool:
     """Whether a path (relative to the store) is a scope file the store reads."""
     return bool(SCOPE_FILE.match(rel))
+
+
+def is_scope_name(name: str) -> bool:
+    """Whether a file named `name` in learnings/ or issues/ is a scope file the store reads."""
+    return name.endswith(".md") and not name.startswith(".")
 
 
 def scope_key(scope: str) -> str:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sqlite3
 
-from ..format.layout import KIND_FOLDER
+from ..format.layout import KIND_FOLDER, is_scope_file, is_scope_name
 from ..semantics.embed import Embedder
 from ..store.store import Store
 from . import build, cache, image
@@ -36,7 +36,7 @@ def scan(store: Store) -> dict[str, str]:
             continue
         try:
             for name in os.listdir(fd):
-                if name.endswith(".md") and not name.startswith("."):
+                if is_scope_name(name):
                     try:
                         stamps[f"{folder}/{name}"] = stamp_of(os.stat(name, dir_fd=fd))
                     except (FileNotFoundError, NotADirectoryError):
@@ -64,7 +64,7 @@ def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[s
             stamps = dict(snap.stamps)
             stamps["@HEAD"] = head
             for rel in names:
-                if not rel.endswith(".md") or rel.rpartition("/")[2].startswith("."):
+                if not is_scope_file(rel):
                     continue
                 try:
                     st = os.stat(store.path / rel)

@@ -35,6 +35,7 @@ from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
 from ..format.ids import DOT
 from ..format.layout import GLOBAL_PREFIX, scope_key
+from ..index.freshness import stamp_of
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
 from ..index.records import Entry, day_number, text_hash
@@ -210,11 +211,11 @@ class Keys:
         except OSError:
             pass  # a cache: the next compact reads the texts again
 
-    def digest(self, what: str, config: Config, snap: Snapshot, entries: list[Entry | None], rows: list[int]) -> str:
-        """Everything a scope's verdicts depend on: which verdicts, the configuration, and its rows
+    def digest(self, config: Config, snap: Snapshot, entries: list[Entry | None], rows: list[int]) -> str:
+        """Everything a scope's same-rule verdicts depend on: the configuration, and its rows
         in order (id, scope as written, rule, vector). The keys saved for its rules are kept too:
         a scope not judged again still has its rules looked at."""
-        h = hashlib.sha1(f"{what}\0{config!r}\0".encode())
+        h = hashlib.sha1(f"{config!r}\0".encode())
         for i in rows:
             e = entries[i]
             digest = text_hash(e.body)
@@ -281,8 +282,9 @@ def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tup
 def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: Keys | None = None,
             entries: list[Entry | None] | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why.
-    `every_pair` asks the judge about every close pair, not only those whose words could make
-    them one rule: slower, the same plan (the tests compare the two)."""
+    `every_pair` is the slow reference the tests compare with (the same plan): every close pair
+    judged, not only those whose words could make them one rule, nothing reused from an earlier
+    run, and every learning weighed one by one."""
     day = today()
     alive = np.flatnonzero(snap.alive).tolist()
     every = entries if entries is not None else rows_of(snap)
@@ -342,7 +344,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         if len(rows) < 2:
             continue
         rows.sort(key=lambda i: snap.id_key[i])
-        digest = None if every_pair else keys.digest("same", config, snap, every, rows)
+        digest = None if every_pair else keys.digest(config, snap, every, rows)
         found = None if digest is None else keys.recall(digest)
         if found is None:
             found = _duplicates(snap, config, every_pair, keys, entries, rows)
@@ -373,9 +375,9 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     # one, as shown to people (rounded), to decide (`every_pair`: every learning, the reference).
     order = [i for i, e in entries.items() if e.kind == "learning" and e.id not in removed and not e.always]
     if not every_pair and order:
-        fields_of = [updates.get(entries[i].id, {}).get("fields", {}) for i in order]
-        rough = weights(np.array([int(f.get("recurrence", entries[i].recurrence)) for i, f in zip(order, fields_of)]),
-                        np.array([day_number(f.get("last_seen", entries[i].last_seen)) for i, f in zip(order, fields_of)]),
+        merged = [updates.get(entries[i].id, {}).get("fields", {}) for i in order]
+        rough = weights(np.array([int(f.get("recurrence", entries[i].recurrence)) for i, f in zip(order, merged)]),
+                        np.array([day_number(f.get("last_seen", entries[i].last_seen)) for i, f in zip(order, merged)]),
                         day, config)
         order = np.array(order)[rough < config.retire_weight_threshold + 1e-3].tolist()  # rounding moves it 5e-5
     for i in order:
@@ -409,10 +411,9 @@ def _duplicates(snap: Snapshot, config: Config, every_pair: bool, keys: Keys, en
 
 
 def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None], *,
-           parse_every_file: bool = False, reference: bool = False) -> dict[str, str | None]:
-    """The new text of every file the plan touches (None: delete the file). `parse_every_file`
-    parses even the files a block is only retired from; `reference` also parses the file again
-    for every block it looks up (both: the slow references the tests compare with)."""
+           reference: bool = False) -> dict[str, str | None]:
+    """The new text of every file the plan touches (None: delete the file). `reference` parses
+    the file again for every block it looks up (the slow reference the tests compare with)."""
     texts: dict[str, str] = {}
 
     def text_of(rel: str) -> str:
@@ -439,8 +440,7 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             except OSError:
                 clean[rel] = False
             else:  # the index's stamp of a file; any other format only sends every file the slow way
-                clean[rel] = rows is not None and rows.warning is None and \
-                    rows.stamp == f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
+                clean[rel] = rows is not None and rows.warning is None and rows.stamp == stamp_of(st)
         return clean[rel]
 
     def find(rel: str, entry_id: str, span_only: bool = False) -> blocks.Block:
@@ -449,12 +449,10 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         line `blocks.parse` takes for one, its fields are the `- key: value` lines after its
         heading (every block there validated; an edit here keeps blocks valid), and title and body
         are left empty (an edit needs only its place and its fields; `span_only`: its place alone,
-        to retire it). read_text turns a lone \r into a line break the index did not see: such a
-        file is parsed."""
+        to retire it). (read_text turns CRLF and a lone CR into LF, and the file is written back so.)"""
         text = text_of(rel)
         cached = known.get(rel)
-        if not parse_every_file and not reference and (cached is None or cached[0] is not text) \
-                and "\r" not in text and unchanged(rel):
+        if not reference and (cached is None or cached[0] is not text) and unchanged(rel):
             heading = f"## {entry_id} {DOT}"  # (a line that starts so is one `blocks.parse` starts a block at)
             at = 0 if text.startswith(heading) else text.find(f"\n{heading}") + 1
             if at or text.startswith(heading):

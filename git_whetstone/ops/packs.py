@@ -24,7 +24,6 @@ import struct
 import tarfile
 import tomllib
 import zlib
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
@@ -100,7 +99,7 @@ def store_items(store: Store) -> tuple[list[Item], list[str]]:
     items: list[Item] = []
     warnings: list[str] = []
     seen: dict[str, str] = {}
-    files = {kind: [f"{KIND_FOLDER[kind]}/{path.name}" for path in store.scope_files(kind)]
+    files = {kind: [f"{KIND_FOLDER[kind]}/{name}" for name in store.scope_names(kind)]
              for kind in ("learning", "issue")}
     read = read_files(store, files["learning"] + files["issue"])
     for kind in ("learning", "issue"):
@@ -247,6 +246,7 @@ def _squeezed(view: memoryview, spans: list[tuple[int, int]]) -> list[bytes]:
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
     if cores < 2 or len(spans) < _PARALLEL_FROM:
         return squeeze(spans)
+    from concurrent.futures import ThreadPoolExecutor  # here: a small pack (and `import`) never loads threads
     size = -(-len(spans) // (4 * cores))  # a few batches a core, so that a slow one does not hold the rest
     with ThreadPoolExecutor(cores) as pool:
         return [data for done in pool.map(squeeze, [spans[at:at + size] for at in range(0, len(spans), size)])

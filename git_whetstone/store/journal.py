@@ -45,7 +45,7 @@ def pending(repo: Path) -> bool:
     return (repo / ".git" / JOURNAL).exists()
 
 
-MANY = 32  # files in one change from which they are flushed to disk together
+MANY = 32  # files in one change from which they are written side by side (`write_many_atomic`)
 
 
 def apply(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -> None:
@@ -209,7 +209,8 @@ def _unpack(value: str | dict | None) -> bytes | None:
 def _remove_leftovers(repo: Path) -> None:
     """Temporary files (`.<name>.<pid>.tmp`) a killed writer left beside the files only writers
     holding the write lock write (scope files, next_ids.json, whetstone's files in .git): the
-    caller holds that lock, so none of them is in use."""
+    caller holds that lock, so none of them is in use (but an export's cache in .git, written
+    without it: losing that temporary only means the cache is not saved)."""
     wanted = {repo: ".next_ids.json.", repo / "learnings": ".", repo / "issues": ".", repo / ".git": ".whetstone"}
     for folder, prefix in wanted.items():
         try:
