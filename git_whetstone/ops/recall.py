@@ -52,6 +52,7 @@ NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 PILOT_SCOPES = 4  # per clause: the likeliest scopes, whose rows are scanned first to learn a floor (big stores)
 PRUNE_SHARE = 0.5  # scan only the rows that floor lets matter when they are fewer than this share of all
+NEAR_MARGIN = 1e-5  # the scan's first sift is this much looser than float32 rounding could need
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
@@ -195,19 +196,33 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: fl
     With `prune`, only the rows of the scopes that can reach such a floor are scanned at all
     (`_worth_scanning`); without, every row is (the reference the tests hold the pruning to)."""
     scanning = snap.scan(queries, SCOPE_SHARE)
-    return _chosen(snap, scanning, _worth_scanning(snap, scanning, cutoff, band) if prune else None, cutoff, band)
+    bound, floor, low = _pilot(snap, scanning, cutoff, band)
+    rows = _worth_scanning(snap, bound, floor, cutoff) if prune else None
+    return _chosen(snap, scanning, rows, cutoff, band, None if floor is None else np.minimum(floor, low))
 
 
-def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float) -> Found:
-    """`candidates` among `rows` (None: every row), the rows no other row can matter beside."""
-    approx, slack = scanning.scores(rows)  # clauses × rows, and each row's bound
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float,
+            under: np.ndarray | None = None) -> Found:
+    """`candidates` among `rows` (None: every row), the rows no other row can matter beside.
+    `under` is a score per clause that neither the floor these rows set nor their best match's
+    least score (`_best_under`) can lie under (`_pilot`'s, the lower of the two): a row that
+    cannot reach it on any clause can be neither near nor any clause's best, so only the others
+    (a few thousand of 100,000) are kept from each block of scores (`_near_enough`). With no such
+    score, every row's scores are kept."""
+    if under is None:
+        at, (approx, slack) = None, scanning.scores(rows)  # clauses × rows, and each row's bound
+    else:
+        at, approx, slack = _near_enough(scanning, rows, under)
     cut = cutoff if rows is None else cutoff[rows]
+    cut = cut if at is None else cut[at]
     top = approx.max(axis=0)
     maybe = top + slack >= cut
     sure = top - slack >= cut
     if sure.any():
         low = _best_under(approx, slack, sure)
         floor = _floor(low, band)
+        if under is not None and (np.minimum(floor, low) < under).any():  # the rows setting them were left out: cannot
+            return _chosen(snap, scanning, rows, cutoff, band)                # be (the pilot's are among these); if it were: all
         reach = approx[0] + slack
         near = reach >= floor[0]
         best = reach >= low[0]  # could be the clause's best match
@@ -217,13 +232,35 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarra
             best |= reach >= low[j]
         found = np.flatnonzero(maybe & near)
         exact = ~sure[found] | best[found]
-        return Found(found if rows is None else rows[found], exact, approx[:, found], slack[found])
-    if rows is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
+        approx, slack = approx[:, found], slack[found]
+        found = found if at is None else at[found]
+        return Found(found if rows is None else rows[found], exact, approx, slack)
+    if rows is not None or at is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
         return _chosen(snap, scanning, None, cutoff, band)
     issue = np.isfinite(cutoff) & ~snap.is_learning
     nearest = np.max(top - slack, where=issue, initial=-np.inf)
     found = np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
     return Found(found, np.ones(len(found), bool), approx[:, :0], slack[:0])  # the fallback may come: all exact, no bounds
+
+
+def _near_enough(scanning, rows: np.ndarray | None, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of `rows` (None: every row), those whose scores could reach `floor` on some clause: their
+    positions in `rows`, their approximate scores (clauses × kept) and bounds. Each block of
+    scores is let go once its few rows are taken (in cache, where every row's scores kept whole
+    would be a store-sized array each later step passes over again). The test is looser than
+    `_chosen`'s by NEAR_MARGIN, more than float32 rounding can move it: it keeps every row that
+    one keeps, and a few more."""
+    slack = scanning.slack(rows).copy()
+    lift = (floor.astype(np.float64) - NEAR_MARGIN).astype(np.float32)[:, None]
+    at, kept = [np.zeros(0, np.intp)], [np.zeros((len(floor), 0), np.float32)]
+    for start, stop, approx in scanning.blocks(rows):
+        reach = np.subtract(approx, lift).max(axis=0)  # per row, its best clause against that clause's floor
+        reach += slack[start:stop]
+        near = np.flatnonzero(reach >= 0)
+        at.append(near + start)
+        kept.append(approx[:, near])
+    at = np.concatenate(at)
+    return at, np.concatenate(kept, axis=1), slack[at]
 
 
 def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.ndarray:
@@ -243,31 +280,39 @@ def _floor(best: np.ndarray, band: float) -> np.ndarray:
     return np.maximum(best - band, best.max() - 3 * band)
 
 
-def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -> np.ndarray | None:
-    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
-    The rows of the PILOT_SCOPES likeliest scopes of each clause are scored first; those sure to
-    be hits set a floor `_rank`'s cannot lie above (`_floor`). A row of a scope whose bound
-    (`scope_bound`: the scope's likeness with the best text any row could have) stays under that
-    floor on every clause can be neither near nor any clause's best: it is not scanned. Pruning
-    that would keep most rows is not worth its gathering: every row is scanned then."""
+def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float):
+    """The scopes' bounds (`scope_bound`: clauses × scopes, the scope's likeness with the best
+    text any row could have), and per clause a floor `_rank`'s cannot lie under and a score its
+    best match cannot fall below (`_best_under`), or None for both: the rows of the PILOT_SCOPES
+    likeliest scopes of each clause are scored first, and those sure to be hits set them."""
     if len(snap.scopes) <= PILOT_SCOPES:
-        return None
-    bound = scanning.scope_bound()  # clauses × scopes
-    scoped = np.isfinite(cutoff)
+        return None, None, None
+    bound = scanning.scope_bound()
     pilot = np.zeros(len(snap.scopes), bool)
     pilot[np.argpartition(-bound, PILOT_SCOPES, axis=1)[:, :PILOT_SCOPES]] = True
-    rows = np.flatnonzero(pilot[snap.scope_of] & scoped)
+    rows = np.flatnonzero(pilot[snap.scope_of] & np.isfinite(cutoff))
     if not len(rows):
-        return None
+        return bound, None, None
     approx, slack = scanning.scores(rows)
     sure = approx.max(axis=0) - slack >= cutoff[rows]
     if not sure.any():
+        return bound, None, None
+    low = _best_under(approx, slack, sure)
+    return bound, _floor(low, band), low
+
+
+def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray | None,
+                    cutoff: np.ndarray) -> np.ndarray | None:
+    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
+    A row of a scope whose bound stays under `_pilot`'s floor on every clause can be neither
+    near nor any clause's best: it is not scanned. Pruning that would keep most rows is not
+    worth its gathering: every row is scanned then."""
+    if floor is None:
         return None
-    floor = _floor(_best_under(approx, slack, sure), band)  # _rank's floor cannot be lower
     keep = bound[0] >= floor[0]
     for j in range(1, len(floor)):
         keep |= bound[j] >= floor[j]
-    rows = np.flatnonzero(keep[snap.scope_of] & scoped)
+    rows = np.flatnonzero(keep[snap.scope_of] & np.isfinite(cutoff))
     return rows if len(rows) < PRUNE_SHARE * snap.size else None
 
 
