@@ -316,6 +316,14 @@ def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray 
     return rows if len(rows) < PRUNE_SHARE * snap.size else None
 
 
+def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
+    """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
+    rows and rows marked for every task (no intent matches them)."""
+    cutoff = np.where(snap.is_learning, learning_cutoff, issue_cutoff)
+    cutoff[~scoped] = np.inf
+    return cutoff
+
+
 class Layer:
     """One store's scores for an intent: the skill's own store, or the global layer.
 
@@ -329,17 +337,18 @@ class Layer:
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config, named: list[str] = ()) -> None:
         self.origin, self.snap, self.queries = origin, snap, queries
-        self.always = snap.alive & snap.always  # returned whatever the intent: matched by nothing
-        scoped = snap.alive & ~snap.always
-        self.learning = scoped & snap.is_learning
-        self.issue = scoped & ~snap.is_learning
+        # per row, and kept while the snapshot does not change (`Snapshot.derived`)
+        self.always = snap.derived("always", lambda: snap.alive & snap.always)  # returned whatever the intent: matched by nothing
+        scoped = snap.derived("scoped", lambda: snap.alive & ~snap.always)
+        self.learning = snap.derived("learning", lambda: scoped & snap.is_learning)
+        self.issue = snap.derived("issue", lambda: scoped & ~snap.is_learning)
         self.day, self.config = day, config
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
-        cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
-        cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
+        cuts = config.threshold("learning_cutoff"), config.threshold("issue_cutoff")
+        cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
         self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
@@ -636,7 +645,8 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
     counts, nearest = [], {}  # nearest: scope key -> (relevance, display)
     for layer in layers:
         snap = layer.snap
-        count = np.bincount(snap.scope_of[layer.learning | layer.issue], minlength=len(snap.scopes))
+        count = snap.derived("scope counts", lambda: np.bincount(snap.scope_of[layer.learning | layer.issue],
+                                                                 minlength=len(snap.scopes)))
         counts.append(count)
         have = np.flatnonzero(count)
         if not len(have):
@@ -735,9 +745,8 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
+    ids: dict[int, str] = {}  # each entry's shown id, looked up once however many pairs name it
     for i, j in np.argwhere(np.triu(looked, 1)).tolist():  # pairs in order: i, then j > i
-        la, ra = refs[i]
-        lb, rb = refs[j]
         verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
                         same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
         if verdict.relation == CONTRADICTS:
@@ -746,5 +755,8 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
             reason = f"may contradict: {verdict.reason}"
         else:
             continue
-        found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
+        for at in (i, j):
+            if at not in ids:
+                ids[at] = layers[refs[at][0]].shown_id(refs[at][1])
+        found.append({"ids": [ids[i], ids[j]], "reason": reason})
     return found
