@@ -318,3 +318,40 @@ def test_compaction_of_dead_rows_keeps_every_entry(store_root: Path) -> None:
     snap = freshness.LIVE[(str(store_root / SKILL), HashingEmbedder.identity)]
     assert snap.size < 30 and snap.count == 1
     assert recall(SKILL, "currency formatting")["learnings"][0]["recurrence"] == 41
+
+
+def test_arrays_kept_per_snapshot_follow_its_changes(store_root: Path) -> None:
+    """A long-lived process keeps the per-row arrays recall derives from the rows (live, kinds,
+    cutoffs, entries per scope: `Snapshot.derived`) between recalls; a capture, a removal and a
+    hand edit must each give the arrays, and the answers, of a snapshot made from scratch."""
+    from git_whetstone.ops.revise import revise
+    capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
+    capture(SKILL, "issue", "Never round the corners of a table", "corner radius", "x")
+    intent = "styling a table: currency formatting, corners, colors and row banding"
+    store = store_root / SKILL
+    key = (str(store), HashingEmbedder.identity)
+
+    def answer() -> tuple:
+        r = recall(SKILL, intent)
+        return r["learnings"], r["issues"], r["omitted"], r["other_scopes"], r["conflicts"]
+
+    def from_scratch(snap) -> dict:
+        scoped = snap.alive & ~snap.always
+        learning, issue = scoped & snap.is_learning, scoped & ~snap.is_learning
+        return {"always": snap.alive & snap.always, "scoped": scoped, "learning": learning, "issue": issue,
+                "scope counts": np.bincount(snap.scope_of[scoped], minlength=len(snap.scopes))}
+
+    answer()
+    changes = [lambda: capture(SKILL, "learning", "Heat-map msrp with a warm palette", "color encoding", "x",
+                               always=True),
+               lambda: capture(SKILL, "learning", "Band alternate rows in light grey", "row banding", "x"),
+               lambda: revise(SKILL, "L1", "remove", confirm=True)]
+    for change in changes:
+        change()
+        patched = answer()
+        snap = freshness.LIVE[key]
+        want = from_scratch(snap)
+        assert want.keys() <= snap._derived.keys()
+        assert all(np.array_equal(snap._derived[name], want[name]) for name in want), change
+        freshness.LIVE.clear()
+        assert answer() == patched

@@ -124,7 +124,8 @@ def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> Non
         assert np.allclose(compact.relevance[compact.rows], exact.relevance[compact.rows], rtol=0, atol=1e-6)
         best = exact.best()
         floor = np.maximum(best - band, best.max() - 3 * band)  # before _rank raises weak clauses' floors
-        rows = recall_op._worth_scanning(snap, snap.scan(queries, recall_op.SCOPE_SHARE), cutoff, band)
+        rows = recall_op._worth_scanning(snap, *recall_op._pilot(snap, snap.scan(queries, recall_op.SCOPE_SHARE),
+                                                                 cutoff, band)[:2], cutoff)
         if rows is None:
             continue
         pruned += 1
@@ -308,3 +309,51 @@ def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40) -> 
     cols.scopes_changed(np.arange(scopes))
     cols.scope_of[:] = rng.integers(0, scopes, rows)
     return cols
+
+
+def _chosen_whole(snap, scanning, rows, cutoff, band):
+    """The candidates as recall found them before it sifted each block of scores: from every
+    row's scores kept whole (clauses × rows), or None when no row is surely a hit."""
+    approx, slack = (a.copy() for a in scanning.scores(rows))
+    cut = cutoff if rows is None else cutoff[rows]
+    top = approx.max(axis=0)
+    sure = top - slack >= cut
+    if not sure.any():
+        return None
+    low = np.array([np.max(approx[j] - slack, where=sure, initial=-np.inf) for j in range(len(approx))], np.float32)
+    floor = np.maximum(low - band, low.max() - 3 * band)
+    reach = approx + slack[None, :]
+    near = (reach >= floor[:, None]).any(axis=0)
+    best = (reach >= low[:, None]).any(axis=0)
+    found = np.flatnonzero((top + slack >= cut) & near)
+    return (found if rows is None else rows[found]), ~sure[found] | best[found], approx[:, found], slack[found]
+
+
+def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monkeypatch):
+    """`recall._chosen` keeps from each block of scores only the rows that can reach the pilot's
+    floor (`_near_enough`) and decides on those: the very rows, exact flags, scores and bounds
+    that deciding on every row's scores at once gives, pruned or not, over many blocks."""
+    from git_whetstone.index import columns
+    bench, config, _ = bench_store(monkeypatch, "sift", 6_000, 13)
+    monkeypatch.setattr(columns, "SCAN_BLOCK", 700)  # eight full blocks and a tail
+    cfg = dataclasses.replace(config, vector_scan="int8")
+    ws = recall_op.Workspace.of(cfg)
+    snap = ws.snapshot(ws.store("sift"))
+    band = cfg.threshold("band")
+    cutoff = np.where(snap.is_learning, cfg.threshold("learning_cutoff"), cfg.threshold("issue_cutoff"))
+    cutoff[~(snap.alive & ~snap.always)] = np.inf
+    sifted = 0
+    for intent in bench.intents(random.Random(3), 30) + ["revenue", "Bake sourdough bread with a long cold proof"]:
+        queries = ws.embedder.embed(recall_op.clauses(intent))
+        scanning = snap.scan(queries, recall_op.SCOPE_SHARE)
+        bound, floor, low = recall_op._pilot(snap, scanning, cutoff, band)
+        under = None if floor is None else np.minimum(floor, low)
+        for rows in (None, recall_op._worth_scanning(snap, bound, floor, cutoff), np.flatnonzero(np.isfinite(cutoff))):
+            found = recall_op._chosen(snap, scanning, rows, cutoff, band, under)
+            whole = _chosen_whole(snap, scanning, rows, cutoff, band)
+            if whole is None:
+                continue
+            sifted += under is not None
+            for got, want in zip((found.rows, found.exact, found.approx, found.slack), whole):
+                assert got.shape == want.shape and np.array_equal(got, want), intent
+    assert sifted >= 60

@@ -283,10 +283,37 @@ class Pass:
     def scores(self, rows: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """`Columns.approximate`'s scores and bounds, for `rows` only (ascending; None: every row):
         clauses × len(rows) and one bound per row, scratch space valid until the next call."""
+        out = self.cols._buffer("out", (len(self.norms), self.cols.size if rows is None else len(rows)), np.float32)
+        for _ in self._blocks(rows, out):
+            pass
+        return out, self.slack(rows)
+
+    def blocks(self, rows: np.ndarray | None = None):
+        """The scores `scores(rows)` gives, a block of rows at a time, for a caller that keeps
+        only a few of them: (start, stop, scores) for the rows at [start, stop) of `rows` (every
+        row when None), the scores clauses × (stop − start), scratch space valid until the next block."""
+        return self._blocks(rows, None)
+
+    def slack(self, rows: np.ndarray | None = None) -> np.ndarray:
+        """The bound on the error of each of `rows`' scores (None: every row), scratch space
+        valid until the next call: each row's own residual bounds its part."""
         cols, q, share = self.cols, self.q, self.share
+        residuals = cols._residuals[:cols.size] if rows is None else cols._residuals[rows]
+        slack = cols._buffer("slack", (len(residuals),), np.float32)
+        np.multiply(residuals, np.float32((1 - share) * (q.norm + q.residual)), out=slack)
+        slack += np.float32((1 - share) * (q.residual + scan_eps) + share * self.scope_error)
+        return slack
+
+    def _blocks(self, rows: np.ndarray | None, out: np.ndarray | None):
+        """Score `rows` (None: every row) a block at a time, into `out` (clauses × len(rows)) or,
+        when None, into a block's scratch; yields (start, stop, the block's scores)."""
+        cols = self.cols
         c, size = len(self.norms), cols.size
         n = size if rows is None else len(rows)
-        out = cols._buffer("out", (c, n), np.float32)
+
+        def target(start: int, stop: int) -> np.ndarray:
+            return out[:, start:stop] if out is not None else cols._buffer("block", (c, stop - start), np.float32)
+
         # a block of rows at a time: numkong's integer products, their float copy and the rows'
         # scope scores stay a few hundred kilobytes (in cache) instead of arrays the size of the
         # store. A subset is gathered from a block of rows at a time too (so no more of a mapped
@@ -295,9 +322,11 @@ class Pass:
         if rows is None:
             for a in range(0, size, SCAN_BLOCK):
                 b = min(a + SCAN_BLOCK, size)
-                self._score(cols._codes[a:b], slice(a, b), out[:, a:b])
+                block = target(a, b)
+                self._score(cols._codes[a:b], slice(a, b), block)
                 if cols.release_codes is not None:
                     cols.release_codes(cols._codes, a, b)
+                yield a, b, block
         else:
             starts = range(0, size, SCAN_BLOCK)
             ends = np.searchsorted(rows, [*starts, size]).tolist()
@@ -307,19 +336,18 @@ class Pass:
                 if i == j:
                     continue
                 if j - done > len(gathered):
-                    self._score(gathered[:i - done], rows[done:i], out[:, done:i])
+                    block = target(done, i)
+                    self._score(gathered[:i - done], rows[done:i], block)
+                    yield done, i, block
                     done = i
                 # mode clip: the rows are valid, and numpy's default copies `out` once more
                 np.take(cols._codes, rows[i:j], axis=0, out=gathered[i - done:j - done], mode="clip")
                 if cols.release_codes is not None:
                     cols.release_codes(cols._codes, a, min(a + SCAN_BLOCK, size))
             if n > done:
-                self._score(gathered[:n - done], rows[done:], out[:, done:])
-        slack = cols._buffer("slack", (n,), np.float32)  # per row: its own residual bounds its error
-        residuals = cols._residuals[:size] if rows is None else cols._residuals[rows]
-        np.multiply(residuals, np.float32((1 - share) * (q.norm + q.residual)), out=slack)
-        slack += np.float32((1 - share) * (q.residual + scan_eps) + share * self.scope_error)
-        return out, slack
+                block = target(done, n)
+                self._score(gathered[:n - done], rows[done:], block)
+                yield done, n, block
 
     def _score(self, codes: np.ndarray, at, block: np.ndarray) -> None:
         """Into `block` (clauses × len(codes)): the scores of the rows `at` (a slice or their

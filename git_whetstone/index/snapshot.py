@@ -361,6 +361,7 @@ class Snapshot(Columns):
         self.db_inode = 0
         self._top: dict[str, int] | None = None
         self.mapped = False                             # restored from an image (image.py)
+        self._derived: dict[str, np.ndarray] = {}      # arrays made from the rows, until they change (`derived`)
 
     # --- views ----------------------------------------------------------------------------------
     @property
@@ -395,11 +396,22 @@ class Snapshot(Columns):
             out += self.duplicates.get(path, [])
         return out
 
+    def derived(self, name: str, make) -> np.ndarray:
+        """`make()`, an array computed from the rows and scopes as they are (which rows are
+        alive, their kinds and scopes), kept under `name` until a file is added or removed: a
+        long-lived process recalls many times between two changes. It is shared: read-only."""
+        got = self._derived.get(name)
+        if got is None:
+            got = self._derived[name] = make()
+            got.flags.writeable = False
+        return got
+
     # --- changes --------------------------------------------------------------------------------
     def remove_file(self, path: str) -> None:
         rows = self.files.pop(path, None)
         if rows is None:
             return
+        self._derived.clear()
         if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
             self._top = None  # it may have held the highest id: count again when asked
         numbers = np.arange(rows.start, rows.start + rows.n)  # a file's rows are contiguous
@@ -421,6 +433,7 @@ class Snapshot(Columns):
         """Append the rows of files not in the snapshot yet (a whole store at once when building).
         Each file's `vectors` are copied into the snapshot's matrix and let go."""
         total = sum(rows.n for _, rows in items)
+        self._derived.clear()
         self.grow_rows(self.size + total)
         if self._top is not None:
             self._top = {p: max([self._top[p], *(rows.top[p] for _, rows in items)]) for p in self._top}
@@ -486,6 +499,7 @@ class Snapshot(Columns):
         """Become the snapshot an image holds (`image.read`): its arrays as they are, its files as
         the table holds them (each file's `FileRows` made when something asks for it)."""
         self.adopt(arrays, size, scope_residual)
+        self._derived.clear()
         self.scopes = scopes
         self.scope_number = dict(zip(map(itemgetter(0, 1), scopes), range(len(scopes))))  # no Python loop
         self.files = Files(table)

@@ -52,6 +52,7 @@ NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
 PILOT_SCOPES = 4  # per clause: the likeliest scopes, whose rows are scanned first to learn a floor (big stores)
 PRUNE_SHARE = 0.5  # scan only the rows that floor lets matter when they are fewer than this share of all
+NEAR_MARGIN = 1e-5  # the scan's first sift is this much looser than float32 rounding could need
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
@@ -195,19 +196,33 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: fl
     With `prune`, only the rows of the scopes that can reach such a floor are scanned at all
     (`_worth_scanning`); without, every row is (the reference the tests hold the pruning to)."""
     scanning = snap.scan(queries, SCOPE_SHARE)
-    return _chosen(snap, scanning, _worth_scanning(snap, scanning, cutoff, band) if prune else None, cutoff, band)
+    bound, floor, low = _pilot(snap, scanning, cutoff, band)
+    rows = _worth_scanning(snap, bound, floor, cutoff) if prune else None
+    return _chosen(snap, scanning, rows, cutoff, band, None if floor is None else np.minimum(floor, low))
 
 
-def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float) -> Found:
-    """`candidates` among `rows` (None: every row), the rows no other row can matter beside."""
-    approx, slack = scanning.scores(rows)  # clauses × rows, and each row's bound
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float,
+            under: np.ndarray | None = None) -> Found:
+    """`candidates` among `rows` (None: every row), the rows no other row can matter beside.
+    `under` is a score per clause that neither the floor these rows set nor their best match's
+    least score (`_best_under`) can lie under (`_pilot`'s, the lower of the two): a row that
+    cannot reach it on any clause can be neither near nor any clause's best, so only the others
+    (a few thousand of 100,000) are kept from each block of scores (`_near_enough`). With no such
+    score, every row's scores are kept."""
+    if under is None:
+        at, (approx, slack) = None, scanning.scores(rows)  # clauses × rows, and each row's bound
+    else:
+        at, approx, slack = _near_enough(scanning, rows, under)
     cut = cutoff if rows is None else cutoff[rows]
+    cut = cut if at is None else cut[at]
     top = approx.max(axis=0)
     maybe = top + slack >= cut
     sure = top - slack >= cut
     if sure.any():
         low = _best_under(approx, slack, sure)
         floor = _floor(low, band)
+        if under is not None and (np.minimum(floor, low) < under).any():  # the rows setting them were left out: cannot
+            return _chosen(snap, scanning, rows, cutoff, band)                # be (the pilot's are among these); if it were: all
         reach = approx[0] + slack
         near = reach >= floor[0]
         best = reach >= low[0]  # could be the clause's best match
@@ -217,13 +232,35 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarra
             best |= reach >= low[j]
         found = np.flatnonzero(maybe & near)
         exact = ~sure[found] | best[found]
-        return Found(found if rows is None else rows[found], exact, approx[:, found], slack[found])
-    if rows is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
+        approx, slack = approx[:, found], slack[found]
+        found = found if at is None else at[found]
+        return Found(found if rows is None else rows[found], exact, approx, slack)
+    if rows is not None or at is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
         return _chosen(snap, scanning, None, cutoff, band)
     issue = np.isfinite(cutoff) & ~snap.is_learning
     nearest = np.max(top - slack, where=issue, initial=-np.inf)
     found = np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
     return Found(found, np.ones(len(found), bool), approx[:, :0], slack[:0])  # the fallback may come: all exact, no bounds
+
+
+def _near_enough(scanning, rows: np.ndarray | None, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Of `rows` (None: every row), those whose scores could reach `floor` on some clause: their
+    positions in `rows`, their approximate scores (clauses × kept) and bounds. Each block of
+    scores is let go once its few rows are taken (in cache, where every row's scores kept whole
+    would be a store-sized array each later step passes over again). The test is looser than
+    `_chosen`'s by NEAR_MARGIN, more than float32 rounding can move it: it keeps every row that
+    one keeps, and a few more."""
+    slack = scanning.slack(rows).copy()
+    lift = (floor.astype(np.float64) - NEAR_MARGIN).astype(np.float32)[:, None]
+    at, kept = [np.zeros(0, np.intp)], [np.zeros((len(floor), 0), np.float32)]
+    for start, stop, approx in scanning.blocks(rows):
+        reach = np.subtract(approx, lift).max(axis=0)  # per row, its best clause against that clause's floor
+        reach += slack[start:stop]
+        near = np.flatnonzero(reach >= 0)
+        at.append(near + start)
+        kept.append(approx[:, near])
+    at = np.concatenate(at)
+    return at, np.concatenate(kept, axis=1), slack[at]
 
 
 def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.ndarray:
@@ -243,32 +280,48 @@ def _floor(best: np.ndarray, band: float) -> np.ndarray:
     return np.maximum(best - band, best.max() - 3 * band)
 
 
-def _worth_scanning(snap: Snapshot, scanning, cutoff: np.ndarray, band: float) -> np.ndarray | None:
-    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
-    The rows of the PILOT_SCOPES likeliest scopes of each clause are scored first; those sure to
-    be hits set a floor `_rank`'s cannot lie above (`_floor`). A row of a scope whose bound
-    (`scope_bound`: the scope's likeness with the best text any row could have) stays under that
-    floor on every clause can be neither near nor any clause's best: it is not scanned. Pruning
-    that would keep most rows is not worth its gathering: every row is scanned then."""
+def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float):
+    """The scopes' bounds (`scope_bound`: clauses × scopes, the scope's likeness with the best
+    text any row could have), and per clause a floor `_rank`'s cannot lie under and a score its
+    best match cannot fall below (`_best_under`), or None for both: the rows of the PILOT_SCOPES
+    likeliest scopes of each clause are scored first, and those sure to be hits set them."""
     if len(snap.scopes) <= PILOT_SCOPES:
-        return None
-    bound = scanning.scope_bound()  # clauses × scopes
-    scoped = np.isfinite(cutoff)
+        return None, None, None
+    bound = scanning.scope_bound()
     pilot = np.zeros(len(snap.scopes), bool)
     pilot[np.argpartition(-bound, PILOT_SCOPES, axis=1)[:, :PILOT_SCOPES]] = True
-    rows = np.flatnonzero(pilot[snap.scope_of] & scoped)
+    rows = np.flatnonzero(pilot[snap.scope_of] & np.isfinite(cutoff))
     if not len(rows):
-        return None
+        return bound, None, None
     approx, slack = scanning.scores(rows)
     sure = approx.max(axis=0) - slack >= cutoff[rows]
     if not sure.any():
+        return bound, None, None
+    low = _best_under(approx, slack, sure)
+    return bound, _floor(low, band), low
+
+
+def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray | None,
+                    cutoff: np.ndarray) -> np.ndarray | None:
+    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
+    A row of a scope whose bound stays under `_pilot`'s floor on every clause can be neither
+    near nor any clause's best: it is not scanned. Pruning that would keep most rows is not
+    worth its gathering: every row is scanned then."""
+    if floor is None:
         return None
-    floor = _floor(_best_under(approx, slack, sure), band)  # _rank's floor cannot be lower
     keep = bound[0] >= floor[0]
     for j in range(1, len(floor)):
         keep |= bound[j] >= floor[j]
-    rows = np.flatnonzero(keep[snap.scope_of] & scoped)
+    rows = np.flatnonzero(keep[snap.scope_of] & np.isfinite(cutoff))
     return rows if len(rows) < PRUNE_SHARE * snap.size else None
+
+
+def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
+    """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
+    rows and rows marked for every task (no intent matches them)."""
+    cutoff = np.where(snap.is_learning, learning_cutoff, issue_cutoff)
+    cutoff[~scoped] = np.inf
+    return cutoff
 
 
 class Layer:
@@ -284,17 +337,18 @@ class Layer:
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config, named: list[str] = ()) -> None:
         self.origin, self.snap, self.queries = origin, snap, queries
-        self.always = snap.alive & snap.always  # returned whatever the intent: matched by nothing
-        scoped = snap.alive & ~snap.always
-        self.learning = scoped & snap.is_learning
-        self.issue = scoped & ~snap.is_learning
+        # per row, and kept while the snapshot does not change (`Snapshot.derived`)
+        self.always = snap.derived("always", lambda: snap.alive & snap.always)  # returned whatever the intent: matched by nothing
+        scoped = snap.derived("scoped", lambda: snap.alive & ~snap.always)
+        self.learning = snap.derived("learning", lambda: scoped & snap.is_learning)
+        self.issue = snap.derived("issue", lambda: scoped & ~snap.is_learning)
         self.day, self.config = day, config
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
-        cutoff = np.where(snap.is_learning, config.threshold("learning_cutoff"), config.threshold("issue_cutoff"))
-        cutoff[~scoped] = np.inf  # dead rows, and rows marked for every task: no intent matches them
+        cuts = config.threshold("learning_cutoff"), config.threshold("issue_cutoff")
+        cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
         self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
@@ -591,7 +645,8 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
     counts, nearest = [], {}  # nearest: scope key -> (relevance, display)
     for layer in layers:
         snap = layer.snap
-        count = np.bincount(snap.scope_of[layer.learning | layer.issue], minlength=len(snap.scopes))
+        count = snap.derived("scope counts", lambda: np.bincount(snap.scope_of[layer.learning | layer.issue],
+                                                                 minlength=len(snap.scopes)))
         counts.append(count)
         have = np.flatnonzero(count)
         if not len(have):
@@ -690,9 +745,8 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
+    ids: dict[int, str] = {}  # each entry's shown id, looked up once however many pairs name it
     for i, j in np.argwhere(np.triu(looked, 1)).tolist():  # pairs in order: i, then j > i
-        la, ra = refs[i]
-        lb, rb = refs[j]
         verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
                         same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
         if verdict.relation == CONTRADICTS:
@@ -701,5 +755,8 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
             reason = f"may contradict: {verdict.reason}"
         else:
             continue
-        found.append({"ids": [layers[la].shown_id(ra), layers[lb].shown_id(rb)], "reason": reason})
+        for at in (i, j):
+            if at not in ids:
+                ids[at] = layers[refs[at][0]].shown_id(refs[at][1])
+        found.append({"ids": [ids[i], ids[j]], "reason": reason})
     return found
