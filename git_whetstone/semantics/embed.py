@@ -18,8 +18,9 @@ from __future__ import annotations
 import json
 import mmap
 import os
+import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
@@ -29,7 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from ..base.errors import RUNTIME, WhetstoneError
-from .wordpiece import WordPiece, basic_words
+from .wordpiece import SortedVocab, WordPiece, basic_words
 from .words import NEGATIONS, STOPWORDS, stem, words
 
 DIM = 384
@@ -324,8 +325,12 @@ class StaticEmbedder:
         self._meta = self._checked(meta)
         vocab, scales = self._read("vocab", "scales")
         codes = self._mapped("codes")
-        self._set(vocab.tobytes(), scales.astype(np.float32), np.asarray(codes))
-        _write_copy(self.path.with_name(self.path.name + MAPPED), key, meta, vocab.tobytes(), self._scales, self._codes)
+        tokens = vocab.tobytes().decode("utf-8", "replace").split("\n")
+        if len(tokens) != len(codes):
+            self._damaged(f"{codes.shape} codes for {len(tokens)} tokens")
+        self._set(dict(zip(tokens, range(len(tokens)))), scales.astype(np.float32), np.asarray(codes))
+        _write_copy(self.path.with_name(self.path.name + MAPPED), key, meta, self._wordpiece.vocab, self._scales,
+                    self._codes)
 
     def _load(self) -> None:
         if self._meta is None:
@@ -333,29 +338,36 @@ class StaticEmbedder:
         if self._codes is not None:  # just converted
             return
         header, mapped = self._copy
-        rows, dim = header["rows"], header["dim"]
-        at, length = header["vocab"]
+        rows, dim, pieces = header["rows"], header["dim"], header["pieces"]
+        view = memoryview(mapped)
+        starts, ends, numbers = (view[at:at + 4 * pieces["count"]].cast("i")
+                                 for at in (pieces["starts"], pieces["ends"], pieces["rows"]))
+        vocab = SortedVocab(mapped, starts, ends, numbers, pieces["longest"], pieces["text"])
+        if sys.byteorder != "little":  # the copy's integers are little-endian: a dict of them instead
+            vocab = dict(zip(vocab.as_dict(), np.frombuffer(mapped, "<i4", pieces["count"], pieces["rows"]).tolist()))
         try:
-            self._set(mapped[at:at + length], np.frombuffer(mapped, np.float32, rows, header["scales"]),
+            self._set(vocab, np.frombuffer(mapped, np.float32, rows, header["scales"]),
                       np.frombuffer(mapped, np.int8, rows * dim, header["codes"]).reshape(rows, dim))
         except WhetstoneError:  # a copy that does not hold what its header says: made again
             self._convert(self._key())
 
-    def _set(self, vocab: bytes, scales: np.ndarray, codes: np.ndarray) -> None:
-        tokens = vocab.decode("utf-8", "replace").split("\n")
-        if codes.shape != (len(tokens), self.dim) or codes.dtype != np.int8 or scales.shape != (len(tokens),):
-            self._damaged(f"{codes.shape} {codes.dtype} codes and {scales.shape} scales for {len(tokens)} tokens")
-        self._wordpiece = WordPiece(dict(zip(tokens, range(len(tokens)))))
+    def _set(self, vocab: Mapping[str, int], scales: np.ndarray, codes: np.ndarray) -> None:
+        rows = len(codes)
+        if codes.shape != (rows, self.dim) or codes.dtype != np.int8 or scales.shape != (rows,) or len(vocab) > rows:
+            self._damaged(f"{codes.shape} {codes.dtype} codes and {scales.shape} scales for {len(vocab)} tokens")
+        self._wordpiece = WordPiece(vocab)
         self._scales = scales
         self._codes = codes
 
 
 # The static table's mapped copy, beside the .npz: MAGIC, the header's length (8 bytes, little
 # endian) and the header (JSON: key, the table's meta, rows, dim, where each array lies), padded
-# to HEADER bytes; then the codes (int8), the scales (float32) and the vocabulary (UTF-8 lines).
+# to HEADER bytes; then the codes (int8), the scales (float32), and the vocabulary as
+# `wordpiece.SortedVocab` reads it: each piece's start, end and row (int32), in the byte order of
+# the pieces, and the pieces in that order one a line (UTF-8).
 MAPPED = ".mapped"
 MAPPED_MAGIC = b"whetstone static table\n"
-MAPPED_VERSION = 1
+MAPPED_VERSION = 2
 HEADER = 4096
 
 
@@ -373,24 +385,38 @@ def _read_copy(path: Path, key: str) -> tuple[dict, mmap.mmap] | None:
         if mapped[:len(MAPPED_MAGIC)] != MAPPED_MAGIC or start + length > HEADER:
             return None
         header = json.loads(mapped[start:start + length])
-        rows, dim = int(header["rows"]), int(header["dim"])
-        at, size = header["vocab"]
+        rows, dim, pieces = int(header["rows"]), int(header["dim"]), header["pieces"]
+        count, (at, size) = int(pieces["count"]), pieces["text"]
         if (header["version"] != MAPPED_VERSION or header["key"] != key or header["meta"].get("dim") != dim
                 or header["codes"] + rows * dim > len(mapped) or header["scales"] + 4 * rows > len(mapped)
-                or at + size > len(mapped) or header["scales"] % 4):
+                or at + size > len(mapped) or not 0 < count <= rows or int(pieces["longest"]) < 1
+                or any(pieces[name] % 4 or pieces[name] + 4 * count > len(mapped) for name in ("starts", "ends", "rows"))):
+            return None
+        starts, ends, numbers = (np.frombuffer(mapped, np.int32, count, pieces[name]) for name in ("starts", "ends", "rows"))
+        if starts.min() < at or ends.max() > at + size or np.any(starts > ends) or numbers.min() < 0 or numbers.max() >= rows:
             return None
         return header, mapped
     except (ValueError, KeyError, TypeError, AttributeError):
         return None
 
 
-def _write_copy(path: Path, key: str, meta: dict, vocab: bytes, scales: np.ndarray, codes: np.ndarray) -> None:
+def _write_copy(path: Path, key: str, meta: dict, vocab: dict[str, int], scales: np.ndarray, codes: np.ndarray) -> None:
     rows, dim = codes.shape
+    pieces = sorted((piece.encode(), row) for piece, row in vocab.items())  # distinct: a dict's keys
+    lengths = np.array([len(piece) for piece, _ in pieces], np.int64)
     layout = {"codes": HEADER, "scales": -(-(HEADER + rows * dim) // 64) * 64}
-    layout["vocab"] = [layout["scales"] + 4 * rows, len(vocab)]
-    header = json.dumps({"version": MAPPED_VERSION, "key": key, "meta": meta, "rows": rows, "dim": dim,
-                         **layout}).encode()
-    if len(MAPPED_MAGIC) + 8 + len(header) > HEADER:
+    at = layout["scales"] + 4 * rows
+    places = {}
+    for name in ("starts", "ends", "rows"):
+        places[name] = at
+        at += 4 * len(pieces)
+    text = b"\n".join(piece for piece, _ in pieces)
+    starts = at + np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+    arrays = {"starts": starts, "ends": starts + lengths, "rows": np.array([row for _, row in pieces])}
+    header = json.dumps({"version": MAPPED_VERSION, "key": key, "meta": meta, "rows": rows, "dim": dim, **layout,
+                         "pieces": {"count": len(pieces), **places, "text": [at, len(text)],
+                                    "longest": max(map(len, vocab), default=0)}}).encode()
+    if len(MAPPED_MAGIC) + 8 + len(header) > HEADER or at + len(text) >= 2**31:
         return
     tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     try:
@@ -400,7 +426,9 @@ def _write_copy(path: Path, key: str, meta: dict, vocab: bytes, scales: np.ndarr
             out.write(np.ascontiguousarray(codes).tobytes())
             out.seek(layout["scales"])
             out.write(np.ascontiguousarray(scales, np.float32).tobytes())
-            out.write(vocab)
+            for name in ("starts", "ends", "rows"):
+                out.write(arrays[name].astype("<i4").tobytes())
+            out.write(text)
             out.flush()
             os.fsync(out.fileno())
         os.replace(tmp, path)
