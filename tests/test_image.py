@@ -146,6 +146,52 @@ def test_files_changed_since_the_image_are_patched_in(big, monkeypatch):
     _same(again, _cold(config, path))
 
 
+def test_files_the_index_holds_newer_than_the_image_are_taken_from_it(big, monkeypatch):
+    """A capture leaves the image as it was and index.sqlite up to date: once one process has read
+    the file, every new one takes its rows from the index (nothing read, embedded or written),
+    while a file edited by hand since (its record's stamp is old) and a broken one (read from
+    HEAD) are read again; the snapshot is the one built from the markdown alone."""
+    from git_whetstone.index import build
+
+    config, path = big
+    _cold(config, path)
+    capture = capture_op.capture("big", "learning", "Number every figure in quarterly board decks from one.",
+                                 "figure numbering", "test", confirm="new", config=config)
+    assert capture["status"] == "committed"
+    read: list[list[str]] = []
+    files_of = build.files
+    monkeypatch.setattr(build, "files", lambda store, embedder, db, paths, *a, **k: (
+        read.append(list(paths)), files_of(store, embedder, db, paths, *a, **k))[1])
+    _cold(config, path)  # the first new process reads the captured file, and saves it to the index
+    (captured,) = read[-1]
+    assert f"## {capture['entry_id']} " in (path / captured).read_text(encoding="utf-8")
+    files = sorted((path / "learnings").iterdir())
+    edited, broken = f"learnings/{files[3].name}", f"learnings/{files[8].name}"
+    assert captured not in (edited, broken)
+    written = (path / "index.sqlite").stat().st_mtime_ns
+    _cold(config, path)  # the captured file comes from the index now, and nothing is written to it
+    assert read[-1] == [] and (path / "index.sqlite").stat().st_mtime_ns == written
+    # both others are in the index as they are; then they change behind its back
+    text = files[3].read_text(encoding="utf-8")
+    files[3].write_text(text.replace("\n\n## ", " A line added by hand.\n\n## ", 1), encoding="utf-8")
+    with open(files[8], "a", encoding="utf-8") as out:
+        out.write("\n## L999999 · no metadata\n\nbody\n")
+    patched = _cold(config, path)
+    assert patched.mapped and capture["entry_id"] in patched.by_id and read[-1] == sorted([edited, broken])
+    assert "A line added by hand." in " ".join(e.body for e in patched.files[edited].entries)
+    assert patched.files[broken].warning
+    again = _cold(config, path)
+    assert read[-1] == [broken]  # a broken file is read again by every new process; the edited one no more
+    _same(again, patched)
+    monkeypatch.setattr(build, "files", files_of)
+    answers = _answers(config)
+    freshness.forget(Store.open(config, "big"))  # no index, no image: every file read from the markdown
+    fresh = _cold(config, path)
+    assert not fresh.mapped
+    _same(patched, fresh)
+    assert _answers(config) == answers
+
+
 def test_a_damaged_or_foreign_image_is_ignored_and_replaced(big):
     config, path = big
     _cold(config, path)

@@ -157,6 +157,45 @@ def test_similarities_follow_the_model_it_was_distilled_from(tmp_path, monkeypat
     assert spearman(pairwise(random_table(tmp_path / "random.npz")), teacher) < 0.3
 
 
+def test_the_mapped_copy_holds_the_table_the_npz_holds(tmp_path) -> None:
+    """The first load reads the .npz (the loader as it was before the copy) and writes the mapped
+    copy beside it; a load from the copy embeds the same floats. A copy made from another .npz, or
+    damaged, is not used: the .npz is read again and the copy made again."""
+    npz = tmp_path / "table.npz"
+    npz.write_bytes(embed.STATIC_TABLE.read_bytes())
+    copy = tmp_path / f"table.npz{embed.MAPPED}"
+    texts = [t for pair in PARAPHRASES + UNRELATED for t in pair]
+    texts += ["Naïve café totals, résumé 東京 ☕ — don't round!", "x" * 150, "", "Ω ς σ ΣΑΣ", "##ing [UNK] [CLS]"]
+
+    def load() -> tuple[embed.StaticEmbedder, np.ndarray]:
+        embedder = embed.StaticEmbedder(npz)
+        return embedder, embedder.embed(texts)
+
+    first, reference = load()
+    assert first._copy is None and copy.is_file()  # read from the .npz
+    second, vectors = load()
+    assert second._copy is not None and not second._codes.flags.writeable  # mapped, read-only
+    assert np.array_equal(vectors, reference) and second.identity == first.identity == STATIC.identity
+    assert second.meta == first.meta and second._wordpiece.vocab == first._wordpiece.vocab
+    assert np.array_equal(second._codes, first._codes) and np.array_equal(second._scales, first._scales)
+    assert second._scales.dtype == first._scales.dtype == np.float32
+    with np.load(npz, allow_pickle=False) as table:  # every token row as the .npz holds it
+        assert np.array_equal(second._codes, table["codes"]) and np.array_equal(second._scales, table["scales"])
+
+    random_table(npz)  # another table in the same place: its own copy
+    third, other = load()
+    assert third._copy is None and not np.array_equal(other, reference)
+    fourth, again = load()
+    assert fourth._copy is not None and np.array_equal(again, other)
+    good = copy.read_bytes()
+    header = good[:embed.HEADER]
+    for damaged in (good[:len(good) // 2], b"not a copy", header.replace(b'"rows": ', b'"rows": 1', 1) + good[embed.HEADER:]):
+        copy.write_bytes(damaged)
+        fifth, vectors = load()
+        assert np.array_equal(vectors, other)
+        assert copy.read_bytes() == good  # made again
+
+
 def test_a_damaged_table_is_a_one_line_error(tmp_path) -> None:
     cases = {"missing.npz": None, "text.npz": b"not a table at all\n", "truncated.npz": embed.STATIC_TABLE.read_bytes()[:4096]}
     for name, content in cases.items():

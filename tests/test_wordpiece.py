@@ -78,3 +78,31 @@ def test_tokenizer_agrees_on_random_text(wordpiece, reference, text) -> None:
     # the user wrote, so those are left out of the comparison (a known, deliberate difference).
     assume(not any(special in text.lower() for special in ("[unk]", "[cls]", "[sep]", "[pad]", "[mask]")))
     assert wordpiece.tokens(text) == reference([text])[0]
+
+
+def test_the_sorted_vocabulary_answers_as_the_dict_does(tmp_path) -> None:
+    """The static table's mapped copy holds its vocabulary sorted and is looked up by binary search
+    (`SortedVocab`), then by the dict it makes after enough lookups: both answer every piece, and
+    every near miss, as the dict made from the .npz does."""
+    from git_whetstone.semantics import embed
+    from git_whetstone.semantics.wordpiece import SortedVocab
+
+    npz = tmp_path / "table.npz"
+    npz.write_bytes(embed.STATIC_TABLE.read_bytes())
+    made, mapped = embed.StaticEmbedder(npz), embed.StaticEmbedder(npz)
+    made.embed(["x"])  # from the .npz, which writes the copy
+    mapped.embed(["x"])
+    reference, vocab = made._wordpiece.vocab, mapped._wordpiece.vocab
+    assert type(reference) is dict and isinstance(vocab, SortedVocab)
+    pieces = list(reference)
+    probes = pieces + [p[:-1] for p in pieces] + [p + "z" for p in pieces[::7]] + ["##" + p for p in pieces[::11]]
+    probes += ["", "#", "##", "\x00", "zzzzzzzz", "\uffff", "ö", "东", "a\nb", "!" * 3, pieces[0], pieces[-1]]
+    want = [reference.get(p) for p in probes]
+    vocab._left = len(probes) + 1
+    assert [vocab.get(p) for p in probes] == want and vocab._dict is None  # binary search, every probe
+    assert mapped._wordpiece.longest == WordPiece(reference).longest and len(vocab) == len(reference)
+    words = sorted({w for p in pieces for w in (p.removeprefix("##") + "s", p + "ing", p * 2)})[:20_000]
+    fresh, plain = WordPiece(vocab), WordPiece(reference)
+    assert [fresh.word(w) for w in words] == [plain.word(w) for w in words]
+    assert vocab._dict is not None  # past LOOKUPS: the dict, made once
+    assert [vocab.get(p) for p in probes] == want and vocab == reference

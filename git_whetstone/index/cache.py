@@ -132,6 +132,22 @@ def load(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], roo
     return snap
 
 
+def held(db: sqlite3.Connection, embedder: Embedder, stamps: dict[str, str], paths: list[str]) -> dict[str, FileRows]:
+    """The rows of those of `paths` whose record here is this backend's, carries the stamp the file
+    has on disk (`stamps`) and no warning (a broken file is read from HEAD, which may have moved):
+    what a load from the index would give them, without reading or embedding anything."""
+    found: dict[str, FileRows] = {}
+    for i in range(0, len(paths), 500):
+        chunk = paths[i:i + 500]
+        for record in db.execute(
+                "SELECT path, stamp, warning, backend, n, scopes_n, entries, scopes, columns, vectors FROM files "
+                f"WHERE backend=? AND warning IS NULL AND path IN ({','.join('?' * len(chunk))})",
+                (embedder.identity, *chunk)):
+            if stamps.get(record[0]) == record[1]:
+                found[record[0]] = rows_of(record, embedder.dim)
+    return found
+
+
 def rows_of(record: tuple, dim: int) -> FileRows:
     """A file's rows from its `files` record (as `file_record` makes it): the entries stay JSON
     text, the entry vectors a view of the record's blob until the snapshot copies them."""

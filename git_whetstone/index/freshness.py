@@ -196,22 +196,34 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         if changed:
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
+            # A new process's image may be older than index.sqlite (a capture since, or a process that
+            # patched too few files to write the image again): the files the index holds as they are on
+            # disk come from it, as a load without the image takes them, so no process after the first
+            # reads, embeds or saves them again. They are added with the rest in `changed` order.
+            held = cache.held(db, embedder, stamps, changed) if cached is None and snap.mapped else {}
+            to_read = [path for path in changed if path not in held] if held else changed
             many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
             start, files, rows_read = snap.size, 0, 0
-            for batch in build.files(store, embedder, db, changed, stamps, progress):
+            for batch in build.files(store, embedder, db, to_read, stamps, progress):
                 for path, rows, record in batch:
                     records.append(record)
                     rows_read += rows.n
                     if many:
                         rows.unparse()
                 files += len(batch)
+                if held:
+                    held.update((path, rows) for path, rows, _ in batch)
+                    continue
                 if files < len(changed):  # more batches to come (from the workers): room for them all, once
                     snap.grow_rows(start + rows_read * len(changed) * 9 // (8 * files))
                 snap.add_files([(path, rows) for path, rows, _ in batch])
+            if held:
+                snap.add_files([(path, held[path]) for path in changed])
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps
-        cache.save(db, embedder, removed, records)
+        if records or removed:
+            cache.save(db, embedder, removed, records)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):

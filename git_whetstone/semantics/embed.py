@@ -15,8 +15,12 @@ distilled from all-MiniLM-L6-v2 (scripts/build_static_model.py), looked up with 
 """
 from __future__ import annotations
 
+import json
+import mmap
+import os
+import sys
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
@@ -26,7 +30,7 @@ from typing import Protocol
 import numpy as np
 
 from ..base.errors import RUNTIME, WhetstoneError
-from .wordpiece import WordPiece, basic_words
+from .wordpiece import SortedVocab, WordPiece, basic_words
 from .words import NEGATIONS, STOPWORDS, stem, words
 
 DIM = 384
@@ -144,8 +148,10 @@ class StaticEmbedder:
     A word the vocabulary cannot spell (an emoji, most symbols) gets a fixed pseudo-random
     direction drawn from a hash of the word, so texts differ where their unknown words differ
     instead of sharing one [UNK] row. Negation words are left out, as in the hashing backend: the
-    judge reads them. The table (~8 MB) is read on the first embed, once per process; `identity`
-    reads only its small header, so an index that is up to date loads nothing."""
+    judge reads them. The table (~8 MB) is mapped on the first embed, once per process, from its
+    copy beside the .npz (`MAPPED`: the arrays as they lie in memory, which the first process makes
+    from the .npz); `identity` reads only its small header, so an index that is up to date loads
+    nothing."""
 
     BATCH = 2048  # texts tokenised at a time
     POOL = 256    # texts summed at a time: the float32 scratch stays in the CPU's cache (2048 took longer)
@@ -158,17 +164,12 @@ class StaticEmbedder:
         self._scales: np.ndarray | None = None
         self._dense: np.ndarray | None = None  # the codes times their scales, while a build holds them (`bulk`)
         self._wordpiece = None
+        self._copy: tuple[dict, mmap.mmap] | None = None  # the mapped copy's header and mapping
 
     @property
     def meta(self) -> dict:
         if self._meta is None:
-            import json
-            (raw,) = self._read("meta")
-            try:
-                self._meta = json.loads(raw.tobytes())
-                int(self._meta["dim"]), str(self._meta["digest"]), float(self._meta["unknown_norm"])
-            except (ValueError, KeyError, TypeError) as exc:
-                self._damaged(f"bad header: {exc!r}")
+            self._open()
         return self._meta
 
     @property
@@ -282,16 +283,160 @@ class StaticEmbedder:
         raise WhetstoneError(f"the static embedding table {self.path} cannot be read ({why}): reinstall "
                              f"whetstone, or choose another embedding_backend", exit_code=RUNTIME) from None
 
-    def _load(self) -> None:
-        dim = self.dim
+    # --- the mapped copy: the .npz's arrays as they lie in memory, in one file mapped at once ---------
+
+    def _open(self) -> None:
+        """The table's header, from its mapped copy when there is one made from this .npz (its key:
+        the .npz's size and a checksum of its tail, where the zip's directory holds each member's
+        CRC), else from the .npz, which is then read whole and copied for the next process."""
+        key = self._key()
+        self._copy = _read_copy(self.path.with_name(self.path.name + MAPPED), key)
+        if self._copy is None:
+            self._convert(key)
+            return
+        meta = self._copy[0]["meta"]
+        self._meta = self._checked(meta)
+
+    def _key(self) -> str:
+        try:
+            with open(self.path, "rb") as file:
+                size = os.fstat(file.fileno()).st_size
+                file.seek(max(0, size - 4096))
+                tail = file.read()
+        except OSError as exc:
+            self._damaged(str(exc) or repr(exc))
+        return f"{size}:{zlib.crc32(tail):08x}"
+
+    def _checked(self, meta: object) -> dict:
+        try:
+            int(meta["dim"]), str(meta["digest"]), float(meta["unknown_norm"])
+        except (ValueError, KeyError, TypeError) as exc:
+            self._damaged(f"bad header: {exc!r}")
+        return meta
+
+    def _convert(self, key: str) -> None:
+        """Load the table from the .npz, checked, and write its mapped copy beside it (atomically;
+        a folder that cannot be written is left alone, and the next process reads the .npz again)."""
+        (raw,) = self._read("meta")
+        try:
+            meta = json.loads(raw.tobytes())
+        except ValueError as exc:
+            self._damaged(f"bad header: {exc!r}")
+        self._meta = self._checked(meta)
         vocab, scales = self._read("vocab", "scales")
         codes = self._mapped("codes")
         tokens = vocab.tobytes().decode("utf-8", "replace").split("\n")
-        if codes.shape != (len(tokens), dim) or codes.dtype != np.int8 or scales.shape != (len(tokens),):
-            self._damaged(f"{codes.shape} {codes.dtype} codes and {scales.shape} scales for {len(tokens)} tokens")
-        self._wordpiece = WordPiece(dict(zip(tokens, range(len(tokens)))))
-        self._scales = scales.astype(np.float32)
-        self._codes = np.asarray(codes)
+        if len(tokens) != len(codes):
+            self._damaged(f"{codes.shape} codes for {len(tokens)} tokens")
+        self._set(dict(zip(tokens, range(len(tokens)))), scales.astype(np.float32), np.asarray(codes))
+        _write_copy(self.path.with_name(self.path.name + MAPPED), key, meta, self._wordpiece.vocab, self._scales,
+                    self._codes)
+
+    def _load(self) -> None:
+        if self._meta is None:
+            self._open()
+        if self._codes is not None:  # just converted
+            return
+        header, mapped = self._copy
+        rows, dim, pieces = header["rows"], header["dim"], header["pieces"]
+        view = memoryview(mapped)
+        starts, ends, numbers = (view[at:at + 4 * pieces["count"]].cast("i")
+                                 for at in (pieces["starts"], pieces["ends"], pieces["rows"]))
+        vocab = SortedVocab(mapped, starts, ends, numbers, pieces["longest"], pieces["text"])
+        if sys.byteorder != "little":  # the copy's integers are little-endian: a dict of them instead
+            vocab = dict(zip(vocab.as_dict(), np.frombuffer(mapped, "<i4", pieces["count"], pieces["rows"]).tolist()))
+        try:
+            self._set(vocab, np.frombuffer(mapped, np.float32, rows, header["scales"]),
+                      np.frombuffer(mapped, np.int8, rows * dim, header["codes"]).reshape(rows, dim))
+        except WhetstoneError:  # a copy that does not hold what its header says: made again
+            self._convert(self._key())
+
+    def _set(self, vocab: Mapping[str, int], scales: np.ndarray, codes: np.ndarray) -> None:
+        rows = len(codes)
+        if codes.shape != (rows, self.dim) or codes.dtype != np.int8 or scales.shape != (rows,) or len(vocab) > rows:
+            self._damaged(f"{codes.shape} {codes.dtype} codes and {scales.shape} scales for {len(vocab)} tokens")
+        self._wordpiece = WordPiece(vocab)
+        self._scales = scales
+        self._codes = codes
+
+
+# The static table's mapped copy, beside the .npz: MAGIC, the header's length (8 bytes, little
+# endian) and the header (JSON: key, the table's meta, rows, dim, where each array lies), padded
+# to HEADER bytes; then the codes (int8), the scales (float32), and the vocabulary as
+# `wordpiece.SortedVocab` reads it: each piece's start, end and row (int32), in the byte order of
+# the pieces, and the pieces in that order one a line (UTF-8).
+MAPPED = ".mapped"
+MAPPED_MAGIC = b"whetstone static table\n"
+MAPPED_VERSION = 2
+HEADER = 4096
+
+
+def _read_copy(path: Path, key: str) -> tuple[dict, mmap.mmap] | None:
+    """The copy's header and its mapping, or None when it is missing, damaged or made from
+    another .npz."""
+    try:
+        with open(path, "rb") as file:
+            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):
+        return None
+    try:
+        start = len(MAPPED_MAGIC) + 8
+        length = int.from_bytes(mapped[len(MAPPED_MAGIC):start], "little")
+        if mapped[:len(MAPPED_MAGIC)] != MAPPED_MAGIC or start + length > HEADER:
+            return None
+        header = json.loads(mapped[start:start + length])
+        rows, dim, pieces = int(header["rows"]), int(header["dim"]), header["pieces"]
+        count, (at, size) = int(pieces["count"]), pieces["text"]
+        if (header["version"] != MAPPED_VERSION or header["key"] != key or header["meta"].get("dim") != dim
+                or header["codes"] + rows * dim > len(mapped) or header["scales"] + 4 * rows > len(mapped)
+                or at + size > len(mapped) or not 0 < count <= rows or int(pieces["longest"]) < 1
+                or any(pieces[name] % 4 or pieces[name] + 4 * count > len(mapped) for name in ("starts", "ends", "rows"))):
+            return None
+        starts, ends, numbers = (np.frombuffer(mapped, np.int32, count, pieces[name]) for name in ("starts", "ends", "rows"))
+        if starts.min() < at or ends.max() > at + size or np.any(starts > ends) or numbers.min() < 0 or numbers.max() >= rows:
+            return None
+        return header, mapped
+    except (ValueError, KeyError, TypeError, AttributeError):
+        return None
+
+
+def _write_copy(path: Path, key: str, meta: dict, vocab: dict[str, int], scales: np.ndarray, codes: np.ndarray) -> None:
+    rows, dim = codes.shape
+    pieces = sorted((piece.encode(), row) for piece, row in vocab.items())  # distinct: a dict's keys
+    lengths = np.array([len(piece) for piece, _ in pieces], np.int64)
+    layout = {"codes": HEADER, "scales": -(-(HEADER + rows * dim) // 64) * 64}
+    at = layout["scales"] + 4 * rows
+    places = {}
+    for name in ("starts", "ends", "rows"):
+        places[name] = at
+        at += 4 * len(pieces)
+    text = b"\n".join(piece for piece, _ in pieces)
+    starts = at + np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+    arrays = {"starts": starts, "ends": starts + lengths, "rows": np.array([row for _, row in pieces])}
+    header = json.dumps({"version": MAPPED_VERSION, "key": key, "meta": meta, "rows": rows, "dim": dim, **layout,
+                         "pieces": {"count": len(pieces), **places, "text": [at, len(text)],
+                                    "longest": max(map(len, vocab), default=0)}}).encode()
+    if len(MAPPED_MAGIC) + 8 + len(header) > HEADER or at + len(text) >= 2**31:
+        return
+    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+    try:
+        with open(tmp, "wb") as out:
+            out.write(MAPPED_MAGIC + len(header).to_bytes(8, "little") + header)
+            out.seek(layout["codes"])
+            out.write(np.ascontiguousarray(codes).tobytes())
+            out.seek(layout["scales"])
+            out.write(np.ascontiguousarray(scales, np.float32).tobytes())
+            for name in ("starts", "ends", "rows"):
+                out.write(arrays[name].astype("<i4").tobytes())
+            out.write(text)
+            out.flush()
+            os.fsync(out.fileno())
+        os.replace(tmp, path)
+    except OSError:  # a read-only installation: the .npz is read each time instead
+        try:
+            tmp.unlink(missing_ok=True)
+        except OSError:
+            pass
 
 
 _NEGATION_WORDS = NEGATIONS | {"'", "\u2019"}  # a negation, or the apostrophe of a negated contraction

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 import unicodedata
+from collections.abc import Iterator, Mapping
 from functools import lru_cache
 
 MAX_WORD_CHARS = 100  # longer words are unknown as a whole, as in BERT
@@ -92,9 +93,10 @@ class WordPiece:
 
     CACHE = 100_000  # words remembered; rules repeat the same few thousand
 
-    def __init__(self, vocab: dict[str, int]) -> None:
+    def __init__(self, vocab: Mapping[str, int]) -> None:
         self.vocab = vocab
-        self.longest = max(map(len, vocab), default=0)  # "##" counted too: a bound, not exact
+        # "##" counted too: a bound, not exact
+        self.longest = getattr(vocab, "longest", None) or max(map(len, vocab), default=0)
         self._cache: dict[str, tuple[int, ...] | None] = {}
         self._names: dict[int, str] | None = None
 
@@ -141,3 +143,57 @@ class WordPiece:
                 return None
             start = end
         return tuple(ids)
+
+
+class SortedVocab(Mapping):
+    """A vocabulary as the static table's mapped copy holds it: its pieces' UTF-8 bytes in byte
+    order in one buffer (`text`, an mmap: slicing it gives bytes), each piece's place in it
+    (`starts`, `ends`) and its row (`rows`), looked up by binary search. A cold process spells a
+    few dozen pieces, and the dict of 30,000 made before the first of them cost more (4-7 ms) than
+    all its lookups; after `LOOKUPS` of them (a build) the dict is made once, and used from then on.
+    `text[start:end]` must be the piece's bytes, and the pieces distinct."""
+
+    LOOKUPS = 2048
+
+    def __init__(self, text, starts: memoryview, ends: memoryview, rows: memoryview, longest: int,
+                 joined: tuple[int, int]) -> None:
+        self.text, self.starts, self.ends, self.rows, self.longest = text, starts, ends, rows, longest
+        self._joined = joined  # where the pieces lie in `text`, one a line, for the dict
+        self._dict: dict[str, int] | None = None
+        self._left = self.LOOKUPS
+
+    def get(self, piece: str, default=None):
+        if self._dict is not None:
+            return self._dict.get(piece, default)
+        self._left -= 1
+        if self._left < 0:
+            return self.as_dict().get(piece, default)
+        key, text, starts, ends = piece.encode(), self.text, self.starts, self.ends
+        lo, hi = 0, len(ends)
+        while lo < hi:
+            mid = (lo + hi) >> 1
+            if text[starts[mid]:ends[mid]] < key:
+                lo = mid + 1
+            else:
+                hi = mid
+        if lo < len(ends) and text[starts[lo]:ends[lo]] == key:
+            return self.rows[lo]
+        return default
+
+    def as_dict(self) -> dict[str, int]:
+        if self._dict is None:
+            at, length = self._joined
+            self._dict = dict(zip(self.text[at:at + length].decode().split("\n"), self.rows.tolist()))
+        return self._dict
+
+    def __getitem__(self, piece: str) -> int:
+        row = self.get(piece)
+        if row is None:
+            raise KeyError(piece)
+        return row
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self.as_dict())
+
+    def __len__(self) -> int:
+        return len(self.ends)
