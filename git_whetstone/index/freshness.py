@@ -192,7 +192,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             return snap
         for path in removed:
             snap.remove_file(path)
-        records: list[tuple] = []
+        records: list[tuple] = []  # not saved yet, with the paths in `unsaved`
+        unsaved, saving = removed, True
         if changed:
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
@@ -208,10 +209,20 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 if files < len(changed):  # more batches to come (from the workers): room for them all, once
                     snap.grow_rows(start + rows_read * len(changed) * 9 // (8 * files))
                 snap.add_files([(path, rows) for path, rows, _ in batch])
+                if files < len(changed):
+                    # while the workers make the next batches: this one saved (a short transaction of
+                    # its own, as the save at the end; once one is skipped, the rest wait for that
+                    # one) and, for the image this process writes next, its rows' compact copies
+                    if saving and cache.save(db, embedder, unsaved, records):
+                        unsaved, records = [], []
+                    else:
+                        saving = False
+                    if cached is None and snap.size >= image.IMAGE_FROM:
+                        snap.code_rows()
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps
-        cache.save(db, embedder, removed, records)
+        cache.save(db, embedder, unsaved, records)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):
