@@ -151,7 +151,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
     when given, holds every path whose stamp may differ from the snapshot's.
 
     The work (reading files, embedding) happens outside any write transaction; what changed is
-    then saved in one short transaction. Readers never wait for the index: if another process is
+    then saved in one short transaction (a build's batches each in one of their own, as they come). Readers never wait for the index: if another process is
     saving (or the file cannot be written), this one keeps its result in memory and skips the save,
     which the next call makes up for."""
     # A process that refreshes a snapshot a second time is long-lived (the server): it keeps its
