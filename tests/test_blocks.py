@@ -722,7 +722,9 @@ TRICKY_LINES = ["", " ", "\r", "#", "# Title", "## L5 · another", "## L5 · aga
                 "- last_seen: 2026-13-01", "- last_seen: 2025-01-01", "- first_seen: 2026-07-23",
                 "- provenance: \"bad", "- provenance: \"ok — 'fine'\"", "- provenance: \"esc \\\" q\"",
                 "- applies: always", "- applies: often", "- colour: red", "- scope: x\r", "<<<<<<< ours",
-                "=======", ">>>>>>> theirs", "||||||| base", "\ufeffBOM", "Ünïcödé text", "表格", "a<b", "Zed"]
+                "=======", ">>>>>>> theirs", "||||||| base", "\ufeffBOM", "Ünïcödé text", "表格", "a<b", "Zed",
+                "- scope: padded ", "- scope:  x", "- provenance: \"ok\" ", "- provenance:  plain", "- provenance: ", "- provenance: plain", "- provenance: \"\"",
+                "- provenance: \"\\u00e9\"", "- Scope: x", "- recurrence: 01", "Text ", "Tail\u00a0", "## L١ · digit"]
 
 
 def mutated(rng, text: str) -> str:
@@ -745,7 +747,8 @@ def mutated(rng, text: str) -> str:
 
 def test_the_reader_reads_what_the_plain_reader_read() -> None:
     """The reader's fast paths (one split for every line, carriage returns stripped once, plain body
-    lines past the markdown patterns, dates checked once) change nothing: every fixture, and a few
+    lines past the markdown patterns, dates checked once, a file as whetstone writes it one match a
+    block) change nothing: every fixture, and a few
     thousand of them mutated with the lines most likely to matter, read as the reader before them
     (tests/reference_blocks.py) read them, blocks, offsets, raw text and errors alike."""
     import random
@@ -753,11 +756,27 @@ def test_the_reader_reads_what_the_plain_reader_read() -> None:
     from tests import reference_blocks
 
     rng = random.Random(20)
-    texts = [read(p) for p in VALID + INVALID] + [SPEC_EXAMPLE, "", "\n", "\r\n", "##", "## L1 · x"]
+    provenance = ("provenance", blocks.encode_value("2026-07-24 — 'make it \"bold\"'"))
+    reversed_dates = learning("L4", "Dates the wrong way round.").replace("2026-07-24", "2026-07-01")
+    written = [  # files as whetstone writes them, which the one-match-a-block path takes (but the last)
+        "\n".join([SPEC_EXAMPLE, learning("L2", "Right-align the totals.\n\nThen bold them, always.", "tables",
+                                           recurrence="3"),
+                   blocks.render("L9", "Keep the logo", [("recurrence", "1"), ("first_seen", "2026-07-23"),
+                                                         ("last_seen", "2026-07-23"), ("scope", "brand"),
+                                                         ("applies", "always"), provenance, provenance],
+                                 "Keep the logo top left.")]),
+        "\n".join(blocks.render(f"I{n}", "Never use red", [("scope", f"charts {n}"), provenance], f"Never red {n}.")
+                  for n in (1, 2, 30)),
+        SPEC_EXAMPLE + "\n" + reversed_dates, SPEC_EXAMPLE.replace("dollars'\"\n", "dollars'\" \n"),
+        SPEC_EXAMPLE.replace("places.\n", "places. \n") + "\n"]
+    texts = [read(p) for p in VALID + INVALID] + written + [SPEC_EXAMPLE, "", "\n", "\r\n", "##", "## L1 · x"]
     cases = list(texts)
     for _ in range(4000):
         base = rng.choice(texts)
         cases.append(mutated(rng, base if rng.random() < 0.7 else base + "\n" + rng.choice(texts)))
+    for _ in range(2000):
+        cases.append(mutated(rng, rng.choice(written)))
+    cases += written
     differ = 0
     for text in cases:
         for folder in (None, "learnings", "issues"):
@@ -766,3 +785,6 @@ def test_the_reader_reads_what_the_plain_reader_read() -> None:
     errors = sum(bool(blocks.parse(t).errors) for t in cases)
     assert differ == 0
     assert errors > len(cases) // 4 and len(cases) - errors > 200  # the cases reach both errors and clean reads
+    # and the one-match-a-block path (`_parse_clean`) both takes files and turns them down
+    taken = sum(blocks._parse_clean(t, None) is not None for t in cases)
+    assert 80 < taken < len(cases) - errors

@@ -87,6 +87,32 @@ def test_the_workers_build_what_one_process_builds(big, monkeypatch):
     assert any("last committed version" in w for w in serial[3][0]["warnings"])
 
 
+def test_a_build_saves_batch_by_batch_and_after_a_skipped_save_all_the_rest_at_the_end(big, monkeypatch):
+    """The workers' batches are saved as they come (the first build's rows coded meanwhile); when
+    another process holds the index for writing, that save is skipped and the later batches wait
+    for the one save at the end: the same index.sqlite and image as a one-process build's."""
+    config, path = big
+    serial = _built(config, path, monkeypatch, pool=False)
+    real, saves = cache.save, []
+
+    def save(db, embedder, removed, records):
+        saves.append(len(records))
+        if len(saves) != 2:
+            return real(db, embedder, removed, records)
+        other = sqlite3.connect(path / "index.sqlite", isolation_level=None)  # another writer, meanwhile
+        other.execute("BEGIN IMMEDIATE")
+        try:
+            return real(db, embedder, removed, records)
+        finally:
+            other.execute("ROLLBACK")
+            other.close()
+
+    monkeypatch.setattr(cache, "save", save)
+    pooled = _built(config, path, monkeypatch, pool=True)
+    assert saves == [100, 100, 500]  # saved, skipped, and that one's records with the rest at the end
+    assert serial[0] == pooled[0] and serial[1] == pooled[1] and serial[3] == pooled[3]
+
+
 @pytest.mark.parametrize("pool", [False, True])
 def test_a_build_reports_its_progress(big, monkeypatch, pool):
     config, path = big

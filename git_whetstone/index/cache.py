@@ -188,9 +188,9 @@ def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]
     return found
 
 
-def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records: list[tuple]) -> None:
-    """Write what one refresh learned, in one transaction; skipped when another process holds the
-    index for writing past a short wait, or the file cannot be written.
+def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records: list[tuple]) -> bool:
+    """Write what one refresh learned (or a part of it), in one transaction; skipped (False) when
+    another process holds the index for writing past a short wait, or the file cannot be written.
 
     A vector is stored once: in its file's record while a file holds its text, else (the text was
     edited away, its file removed, or the store switched backends) in `vectors`, so an undo, a
@@ -199,7 +199,7 @@ def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records
         db.execute("PRAGMA busy_timeout=1000")
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError:
-        return
+        return False
     try:
         _retire(db, embedder.identity, {**{path: None for path in removed}, **{r[0]: r[6] for r in records}})
         db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
@@ -208,6 +208,8 @@ def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records
     except sqlite3.OperationalError:  # read-only after all, or the disk is full: the index is only a cache
         if db.in_transaction:
             db.execute("ROLLBACK")
+        return False
+    return True
 
 
 def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | None]) -> None:

@@ -121,12 +121,7 @@ class Columns:
             if not (now or self._asked) and self.size - self._coded > max(4096, self.size // 8):
                 self._asked = True  # many rows to copy (a snapshot just loaded from index.sqlite)
                 return False
-            if self._coded < self.size:
-                codes, scales, residuals = quantise(self._vectors[self._coded:self.size])
-                self._codes[self._coded:self.size] = codes
-                self._scales[self._coded:self.size] = scales
-                self._residuals[self._coded:self.size] = residuals
-                self._coded = self.size
+            self.code_rows()
             if self._stale_scopes:  # rows can change without their scopes' vectors changing
                 at = np.concatenate(self._stale_scopes)
                 self._stale_scopes = []
@@ -200,6 +195,18 @@ class Columns:
     ROW_ARRAYS = ("vectors", "codes", "scales", "residuals", "alive", "learning", "recurrence", "last_seen",
                   "scope_of", "id_key", "always")
     SCOPE_ARRAYS = ("phrases", "centroids", "phrases16", "centroids16")
+
+    def code_rows(self) -> None:
+        """The compact copies of the rows added since the last call (not the scopes', whose
+        centroids may still change): a build does it batch by batch while its workers run, so
+        the image it writes next waits on no quantising. Each row's copy is its own, so the
+        same codes as one call at the end."""
+        if self._coded < self.size:
+            codes, scales, residuals = quantise(self._vectors[self._coded:self.size])
+            self._codes[self._coded:self.size] = codes
+            self._scales[self._coded:self.size] = scales
+            self._residuals[self._coded:self.size] = residuals
+            self._coded = self.size
 
     def image_arrays(self) -> dict[str, np.ndarray]:
         """The arrays in use, by name, for an image (`image.write`); the compact copies up to date."""

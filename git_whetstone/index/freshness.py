@@ -151,7 +151,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
     when given, holds every path whose stamp may differ from the snapshot's.
 
     The work (reading files, embedding) happens outside any write transaction; what changed is
-    then saved in one short transaction. Readers never wait for the index: if another process is
+    then saved in one short transaction (a build's batches each in one of their own, as they come). Readers never wait for the index: if another process is
     saving (or the file cannot be written), this one keeps its result in memory and skips the save,
     which the next call makes up for."""
     # A process that refreshes a snapshot a second time is long-lived (the server): it keeps its
@@ -192,7 +192,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             return snap
         for path in removed:
             snap.remove_file(path)
-        records: list[tuple] = []
+        records: list[tuple] = []  # not saved yet, with the paths in `unsaved`
+        unsaved, saving = removed, True
         if changed:
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
@@ -217,13 +218,23 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 if files < len(changed):  # more batches to come (from the workers): room for them all, once
                     snap.grow_rows(start + rows_read * len(changed) * 9 // (8 * files))
                 snap.add_files([(path, rows) for path, rows, _ in batch])
+                if files < len(changed):
+                    # while the workers make the next batches: this one saved (a short transaction of
+                    # its own, as the save at the end; once one is skipped, the rest wait for that
+                    # one) and, for the image this process writes next, its rows' compact copies
+                    if saving and cache.save(db, embedder, unsaved, records):
+                        unsaved, records = [], []
+                    else:
+                        saving = False
+                    if cached is None and snap.size >= image.IMAGE_FROM:
+                        snap.code_rows()
             if held:
                 snap.add_files([(path, held[path]) for path in changed])
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps
-        if records or removed:
-            cache.save(db, embedder, removed, records)
+        if records or unsaved:
+            cache.save(db, embedder, unsaved, records)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):
