@@ -415,11 +415,16 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
     """The new text of every file the plan touches (None: delete the file). `reference` parses
     the file again for every block it looks up (the slow reference the tests compare with)."""
     texts: dict[str, str] = {}
+    # rel -> blocks moved into it, not yet added to its text: added all at once (`blocks.append_all`)
+    # when the text is next read, not one by one (a merged scope's file gains thousands at 100,000)
+    arriving: dict[str, list[str]] = {}
 
     def text_of(rel: str) -> str:
         if rel not in texts:
             path = store.path / rel
             texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
+        if rel in arriving:
+            texts[rel] = blocks.append_all(texts[rel], arriving.pop(rel))
         return texts[rel]
 
     # rel -> (the text its blocks were read from, its blocks by id as parsed, the edits made since):
@@ -513,7 +518,14 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
         else:
             edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
-            texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
+            if reference:
+                texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
+                continue
+            if home not in texts:
+                text_of(home)
+            arriving.setdefault(home, []).append(new.rstrip("\r\n") + "\n")
+    for rel in list(arriving):
+        text_of(rel)
     return {rel: (text if text.strip() else None) for rel, text in texts.items()}
 
 
