@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from git_whetstone.format import blocks
 from git_whetstone.index import freshness
@@ -234,3 +235,15 @@ def test_a_big_compact_says_how_long_it_will_take_and_reports_its_progress(store
     said = []
     compact_op.compact("big", dry_run=True, config=config, notice=said.append)
     assert said[0].endswith("about 6000 s")  # 10,000 s per 1,000 entries × 600 entries
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.text(alphabet="a\r\n \t#", max_size=12),
+       st.lists(st.text(alphabet="a\r\n \t#", max_size=8), max_size=6))
+def test_blocks_appended_at_once_as_one_by_one(text: str, added: list[str]) -> None:
+    """`blocks.append_all` (a file's arriving blocks, as compact adds them) is `append` in turn,
+    whatever the file's line endings, blank lines, or a block of blank space alone."""
+    want = text
+    for block_text in added:
+        want = blocks.append(want, block_text)
+    assert blocks.append_all(text, added) == want

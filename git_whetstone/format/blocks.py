@@ -571,6 +571,26 @@ def append(text: str, block_text: str) -> str:
     return base + _in_style(block_text, newline)
 
 
+def append_all(text: str, block_texts: Iterable[str]) -> str:
+    """`append` of each block in turn, the text copied once: appending one at a time copies the
+    growing text (and strips a copy of it) on each append, quadratic for a file that gains
+    thousands of blocks. Once the text's first line is complete its line ending is fixed, and
+    whether a blank line goes before the next block depends only on the last block added (it
+    holds more than blank space); anything else takes the one-block `append` on the whole text."""
+    parts = [text]
+    newline = None  # the text's line ending, once its first line is complete
+    for block_text in block_texts:
+        tail = parts[-1]
+        if newline is None or not tail.strip():
+            parts = [append("".join(parts), block_text)]
+            newline = newline_of(parts[0]) if "\n" in parts[0] else None
+            continue
+        base = tail if tail.endswith("\n") else tail + newline
+        gap = "" if base[:-1].rstrip(" \t\r").endswith("\n") else newline  # (the tail ends the text)
+        parts.append(base[len(tail):] + gap + _in_style(block_text, newline))
+    return parts[0] if len(parts) == 1 else "".join(parts)
+
+
 def replace(text: str, block: Block, block_text: str) -> str:
     """`text` with one block's source swapped; the separator after it is kept as it was."""
     newline = newline_of(block.raw)

@@ -34,7 +34,7 @@ from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
 from ..format.ids import DOT
-from ..format.layout import GLOBAL_PREFIX, scope_key
+from ..format.layout import GLOBAL_PREFIX, scope_key as _scope_key
 from ..index.freshness import stamp_of
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
@@ -48,6 +48,7 @@ from ..store.weight import weight, weights
 from .workspace import Workspace
 from .global_layer import clusters
 
+scope_key = functools.lru_cache(maxsize=1 << 16)(_scope_key)  # asked for every entry; a store has far fewer scopes
 REPORT = "compact-report.md"
 _HEADS = re.compile(r"^##(?: |$)", re.M)  # the lines `blocks.parse` starts a block at
 HARDEN_WINDOW_DAYS = 90      # reinforced this often within this window: worth making an issue
@@ -180,6 +181,7 @@ class Keys:
         self.known: dict[str, int] = {}      # key -> its number
         self.used: dict[str, str] = {}       # text hash -> key, for every text looked at
         self.read = 0                        # texts whose key was not saved
+        self.hashes: dict[str, str] = {}     # text -> its hash (a run asks for each body's more than once)
         # A scope's duplicates by the digest of all they depend on (see `digest`): a scope nobody
         # changed since the last compact is not judged again. (Its look-alikes are not kept: their
         # unsure pairs and cosines made the file tens of MB at 100,000 entries, slower to read
@@ -218,7 +220,7 @@ class Keys:
         h = hashlib.sha1(f"{config!r}\0".encode())
         for i in rows:
             e = entries[i]
-            digest = text_hash(e.body)
+            digest = self.hash(e.body)
             key = self.saved.get(digest)
             if key is not None:
                 self.used[digest] = key
@@ -245,10 +247,16 @@ class Keys:
         number = np.array([self.number(t) for t in texts], np.int64)
         return number[pairs[:, 0]] == number[pairs[:, 1]]
 
+    def hash(self, text: str) -> str:
+        found = self.hashes.get(text)
+        if found is None:
+            found = self.hashes[text] = text_hash(text)
+        return found
+
     def number(self, text: str) -> int:
         found = self.number_of.get(text)
         if found is None:
-            digest = text_hash(text)
+            digest = self.hash(text)
             key = self.saved.get(digest)
             if key is None:
                 key = decisive_key(text)
@@ -415,11 +423,16 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
     """The new text of every file the plan touches (None: delete the file). `reference` parses
     the file again for every block it looks up (the slow reference the tests compare with)."""
     texts: dict[str, str] = {}
+    # rel -> blocks moved into it, not yet added to its text: added all at once (`blocks.append_all`)
+    # when the text is next read, not one by one (a merged scope's file gains thousands at 100,000)
+    arriving: dict[str, list[str]] = {}
 
     def text_of(rel: str) -> str:
         if rel not in texts:
             path = store.path / rel
             texts[rel] = path.read_text(encoding="utf-8") if path.exists() else ""
+        if rel in arriving:
+            texts[rel] = blocks.append_all(texts[rel], arriving.pop(rel))
         return texts[rel]
 
     # rel -> (the text its blocks were read from, its blocks by id as parsed, the edits made since):
@@ -513,7 +526,14 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
         else:
             edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
-            texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
+            if reference:
+                texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
+                continue
+            if home not in texts:
+                text_of(home)
+            arriving.setdefault(home, []).append(new.rstrip("\r\n") + "\n")
+    for rel in list(arriving):
+        text_of(rel)
     return {rel: (text if text.strip() else None) for rel, text in texts.items()}
 
 
@@ -583,7 +603,8 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             churned.setdefault(scope_of_capture[entry_id], []).append(entry_id)
     for scope, ids in sorted(churned.items()):
         churn.append({"scope": scope, "entries": sorted(set(ids))})
-    for entry_id, entry in sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]))):
+    in_order = sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:])))
+    for entry_id, entry in in_order:
         if entry.kind != "learning" or not entry.first_seen:
             continue
         seen = surfaced.get(entry_id)
@@ -599,7 +620,7 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
                 unresolved.append({"date": str(event.get("ts"))[:10], "conflicts_with": other,
                                    "scope": event.get("scope")})
     always = []
-    for entry_id, entry in sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:]))):
+    for entry_id, entry in in_order:
         if entry.always:
             continue
         tasks, runs = len(recalled_for.get(entry_id, ())), len(repeated_in.get(entry_id, ()))
