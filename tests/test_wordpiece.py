@@ -80,7 +80,7 @@ def test_tokenizer_agrees_on_random_text(wordpiece, reference, text) -> None:
     assert wordpiece.tokens(text) == reference([text])[0]
 
 
-def test_the_sorted_vocabulary_answers_as_the_dict_does(tmp_path) -> None:
+def test_the_sorted_vocabulary_answers_as_the_dict_does() -> None:
     """The static table holds its vocabulary sorted and is looked up by binary search
     (`SortedVocab`), then by the dict it makes after enough lookups: both answer every piece, and
     every near miss, as a dict of the tokens in row order (read plainly from the file) does."""
