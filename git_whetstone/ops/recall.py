@@ -380,7 +380,8 @@ class Layer:
         cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
-        self._held, self._held_at = np.zeros((0, snap.dim), np.float32), None  # vectors read, and where each row's is
+        # the vectors read, in the first `_held_n` rows of `_held` (grown by doubling), and where each row's is
+        self._held, self._held_n, self._held_at = np.zeros((0, snap.dim), np.float32), 0, None
         self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
@@ -419,8 +420,17 @@ class Layer:
         """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
         The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
         vectors = self.snap.vectors_of(rows)
-        self._held_at[rows] = np.arange(len(rows)) + len(self._held)
-        self._held = np.concatenate([self._held, vectors]) if len(self._held) else vectors
+        n, m = self._held_n, self._held_n + len(rows)
+        if not n:
+            self._held = vectors
+        else:  # appended in place: settling a few times a recall copies what was read once, not each time
+            if m > len(self._held):
+                grown = np.empty((max(m, 2 * len(self._held)), self.snap.dim), np.float32)
+                grown[:n] = self._held[:n]
+                self._held = grown
+            self._held[n:m] = vectors
+        self._held_at[rows] = np.arange(n, m)
+        self._held_n = m
         return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
                 + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
 
@@ -446,7 +456,7 @@ class Layer:
         """`snap.vectors_of(rows)`, from what scoring them read when it did (MMR and the
         conflicts ask for rows scored exactly: no second read from the image)."""
         rows = np.asarray(rows, np.intp)
-        if not len(self._held):
+        if not self._held_n:
             return self.snap.vectors_of(rows)
         at = self._held_at[rows]
         held = at >= 0
