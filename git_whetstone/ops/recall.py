@@ -286,14 +286,19 @@ def _runs(scope_of: np.ndarray, can_hit: np.ndarray) -> np.ndarray:
     """The rows that `can_hit` as runs of neighbours of one scope, in row order: 3 × runs, each
     run's first row, length and scope (a file's rows are neighbours: about one run per file).
     The rows of some scopes are then found per run (`_rows_of`) instead of per row: a
-    gather of 100,000 scope numbers costs half a millisecond, and the pruning took two."""
-    rows = np.flatnonzero(can_hit)
-    if not len(rows):
+    gather of 100,000 scope numbers costs half a millisecond, and the pruning took two.
+    Worked out from where the scope or `can_hit` changes: no store-sized array of numbers."""
+    if not len(scope_of):
         return np.zeros((3, 0), np.int64)
-    scope = scope_of[rows]
-    first = np.flatnonzero((np.diff(rows) != 1) | (np.diff(scope) != 0)) + 1
-    first = np.concatenate(([0], first))
-    return np.stack([rows[first], np.diff(first, append=len(rows)), scope[first]]).astype(np.int64)
+    change = np.empty(len(scope_of), bool)
+    change[0] = True
+    np.not_equal(scope_of[1:], scope_of[:-1], out=change[1:])
+    change[1:] |= can_hit[1:] != can_hit[:-1]
+    first = np.flatnonzero(change)  # each stretch of one scope, all able to hit or none
+    length = np.diff(first, append=len(scope_of))
+    keep = can_hit[first]
+    first = first[keep]
+    return np.stack([first, length[keep], scope_of[first]]).astype(np.int64)
 
 
 def _rows_of(runs: np.ndarray, scopes: np.ndarray, limit: float = np.inf) -> np.ndarray | None:
