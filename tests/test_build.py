@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -111,6 +112,35 @@ def test_a_build_saves_batch_by_batch_and_after_a_skipped_save_all_the_rest_at_t
     pooled = _built(config, path, monkeypatch, pool=True)
     assert saves == [100, 100, 500]  # saved, skipped, and that one's records with the rest at the end
     assert serial[0] == pooled[0] and serial[1] == pooled[1] and serial[3] == pooled[3]
+
+
+def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build(big, monkeypatch):
+    """Each batch's records pass through a file in a folder of the build's own, which is gone when
+    the build ends, and when a worker fails: its error reaches the caller."""
+    config, path = big
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+    handed = []
+    real_handed = build._handed
+    monkeypatch.setattr(build, "_handed", lambda spool, number: handed.append(number) or real_handed(spool, number))
+    _built(config, path, monkeypatch, pool=True)
+    assert len(made) == 1 and not os.path.exists(made[0]) and handed == list(range(6))
+    real_records = build._records
+    last = f"learnings/{sorted((path / 'learnings').iterdir())[-1].name}"
+
+    def failing(store, embedder, stamps, paths):  # in a worker (forked with this patch)
+        if last in paths:
+            raise ValueError("a worker failed")
+        return real_records(store, embedder, stamps, paths)
+
+    monkeypatch.setattr(build, "_records", failing)
+    cache.discard(path)
+    freshness.LIVE.clear()
+    with pytest.raises(ValueError, match="a worker failed"):
+        reindex("big", config=config)
+    assert len(made) == 2 and not os.path.exists(made[1])
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 @pytest.mark.parametrize("pool", [False, True])
