@@ -224,11 +224,16 @@ def test_a_vector_is_stored_once_and_kept_when_its_text_goes(big, monkeypatch):
 
 
 def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
-    """`entries_of` reads each block's fields in one pass; the blocks' own properties are the reference."""
+    """`entries_of` reads each block's fields in one pass, and `read_file` takes a file as whetstone
+    writes it without its blocks (`clean_blocks`, `clean_entries`); the blocks' own properties are
+    the reference, for every file but the broken one (served from its last committed version)."""
     from git_whetstone.format.blocks import parse
+    from git_whetstone.index.reading import read_file
     from git_whetstone.index.records import Entry, entries_of
+    from git_whetstone.store.store import Store
 
-    _, path = big
+    config, path = big
+    store = Store.open(config, "big")
     checked = 0
     for rel in sorted(str(p.relative_to(path)) for p in (*path.glob("learnings/*.md"), *path.glob("issues/*.md"))):
         parsed = parse((path / rel).read_text(encoding="utf-8"), rel, rel.split("/")[0])
@@ -236,6 +241,8 @@ def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
                           b.recurrence if b.kind == "learning" else 0, b.get("first_seen"), b.get("last_seen"),
                           tuple(b.provenance), b.always) for b in parsed.blocks]
         assert entries_of(parsed.blocks, rel) == expected, rel
+        if not parsed.errors:
+            assert read_file(store, rel) == (expected, None), rel
         checked += len(expected)
     assert checked > 5_000
 
