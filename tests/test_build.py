@@ -116,7 +116,8 @@ def test_a_build_saves_batch_by_batch_and_after_a_skipped_save_all_the_rest_at_t
 
 def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build(big, monkeypatch):
     """Each batch's records pass through a file in a folder of the build's own, which is gone when
-    the build ends, and when a worker fails: its error reaches the caller."""
+    the build ends, and when a worker fails: its error reaches the caller; a spool that cannot be
+    written to changes nothing but the way."""
     config, path = big
     made = []
     real_mkdtemp = tempfile.mkdtemp
@@ -124,8 +125,15 @@ def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build
     handed = []
     real_handed = build._handed
     monkeypatch.setattr(build, "_handed", lambda spool, number: handed.append(number) or real_handed(spool, number))
-    _built(config, path, monkeypatch, pool=True)
+    first = _built(config, path, monkeypatch, pool=True)
     assert len(made) == 1 and not os.path.exists(made[0]) and handed == list(range(6))
+    # a spool that takes nothing (a full /dev/shm): the records come through the pool's pipe instead
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append("/dev/null/spool") or made[-1])
+    handed.clear()
+    again = _built(config, path, monkeypatch, pool=True)
+    assert len(handed) == 6 and all(isinstance(answer, list) for answer in handed)
+    assert first[0] == again[0] and first[1] == again[1] and first[3] == again[3]
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
     real_records = build._records
     last = f"learnings/{sorted((path / 'learnings').iterdir())[-1].name}"
 
@@ -139,7 +147,7 @@ def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build
     freshness.LIVE.clear()
     with pytest.raises(ValueError, match="a worker failed"):
         reindex("big", config=config)
-    assert len(made) == 2 and not os.path.exists(made[1])
+    assert len(made) == 3 and not os.path.exists(made[2])
     assert gc.isenabled() and gc.get_freeze_count() == 0
 
 

@@ -131,8 +131,8 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
                 multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
             dim = embedder.dim
-            for number in workers.imap(_work, range(len(batches))):
-                records = _handed(spool, number)
+            for answer in workers.imap(_work, range(len(batches))):
+                records = _handed(spool, answer)
                 done += len(records)
                 tick(done)
                 yield [(record[0], cache.rows_of(record, dim), record) for record in records]
@@ -144,18 +144,29 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
             gc.enable()
 
 
-def _work(number: int) -> int:
-    """In a worker: batch `number`'s records, left in the spool for the parent (`_handed`)."""
+def _work(number: int) -> int | list[tuple]:
+    """In a worker: batch `number`'s records, left in the spool for the parent (`_handed`), its
+    number the answer; the records themselves when the spool cannot take them (a full /dev/shm)."""
     store, embedder, stamps, batches, spool = _JOB
     records = _records(store, embedder, stamps, batches[number])
-    with open(os.path.join(spool, str(number)), "wb") as out:
-        pickle.dump(records, out, pickle.HIGHEST_PROTOCOL)
+    name = os.path.join(spool, str(number))
+    try:
+        with open(name, "wb") as out:
+            pickle.dump(records, out, pickle.HIGHEST_PROTOCOL)
+    except OSError:
+        try:
+            os.unlink(name)
+        except OSError:
+            pass
+        return records
     return number
 
 
-def _handed(spool: str, number: int) -> list[tuple]:
-    """The records a worker left for batch `number`, taken out of the spool."""
-    name = os.path.join(spool, str(number))
+def _handed(spool: str, answer: int | list[tuple]) -> list[tuple]:
+    """A worker's records for a batch: taken out of the spool, or as it sent them."""
+    if not isinstance(answer, int):
+        return answer
+    name = os.path.join(spool, str(answer))
     with open(name, "rb") as given:
         records = pickle.load(given)
     os.unlink(name)
