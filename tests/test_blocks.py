@@ -788,3 +788,19 @@ def test_the_reader_reads_what_the_plain_reader_read() -> None:
     # and the one-match-a-block path (`_parse_clean`) both takes files and turns them down
     taken = sum(blocks._parse_clean(t, None) is not None for t in cases)
     assert 80 < taken < len(cases) - errors
+    # and what a build takes of such a file without its Blocks (`clean_blocks`) is what the
+    # reference's blocks say, or None where the one-match-a-block path turns the file down
+    found = 0
+    for text in cases:
+        for folder in (None, "learnings", "issues"):
+            clean = blocks.clean_blocks(text, folder)
+            if clean is None:
+                assert blocks._parse_clean(text, blocks.PREFIX.get(folder)) is None
+                continue
+            parsed = reference_blocks.parse(text, "f.md", folder)
+            assert not parsed.errors
+            assert [(*c[:4], {k: v for k, v in c[4].items() if k != "provenance"}, c[5]) for c in clean] == [
+                (b.id, b.title, b.body, b.line, {k: b.get(k) for k, _ in b.fields if k != "provenance"},
+                 tuple(b.provenance)) for b in parsed.blocks], text
+            found += 1
+    assert found > 80

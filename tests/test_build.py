@@ -13,6 +13,7 @@ import os
 import sqlite3
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -113,6 +114,43 @@ def test_a_build_saves_batch_by_batch_and_after_a_skipped_save_all_the_rest_at_t
     assert serial[0] == pooled[0] and serial[1] == pooled[1] and serial[3] == pooled[3]
 
 
+def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build(big, monkeypatch):
+    """Each batch's records pass through a file in a folder of the build's own, which is gone when
+    the build ends, and when a worker fails: its error reaches the caller; a spool that cannot be
+    written to changes nothing but the way."""
+    config, path = big
+    made = []
+    real_mkdtemp = tempfile.mkdtemp
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+    handed = []
+    real_handed = build._handed
+    monkeypatch.setattr(build, "_handed", lambda spool, number: handed.append(number) or real_handed(spool, number))
+    first = _built(config, path, monkeypatch, pool=True)
+    assert len(made) == 1 and not os.path.exists(made[0]) and handed == list(range(6))
+    # a spool that takes nothing (a full /dev/shm): the records come through the pool's pipe instead
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append("/dev/null/spool") or made[-1])
+    handed.clear()
+    again = _built(config, path, monkeypatch, pool=True)
+    assert len(handed) == 6 and all(isinstance(answer, list) for answer in handed)
+    assert first[0] == again[0] and first[1] == again[1] and first[3] == again[3]
+    monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
+    real_records = build._records
+    last = f"learnings/{sorted((path / 'learnings').iterdir())[-1].name}"
+
+    def failing(store, embedder, stamps, paths):  # in a worker (forked with this patch)
+        if last in paths:
+            raise ValueError("a worker failed")
+        return real_records(store, embedder, stamps, paths)
+
+    monkeypatch.setattr(build, "_records", failing)
+    cache.discard(path)
+    freshness.LIVE.clear()
+    with pytest.raises(ValueError, match="a worker failed"):
+        reindex("big", config=config)
+    assert len(made) == 3 and not os.path.exists(made[2])
+    assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
 @pytest.mark.parametrize("pool", [False, True])
 def test_a_build_reports_its_progress(big, monkeypatch, pool):
     config, path = big
@@ -194,11 +232,16 @@ def test_a_vector_is_stored_once_and_kept_when_its_text_goes(big, monkeypatch):
 
 
 def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
-    """`entries_of` reads each block's fields in one pass; the blocks' own properties are the reference."""
+    """`entries_of` reads each block's fields in one pass, and `read_file` takes a file as whetstone
+    writes it without its blocks (`clean_blocks`, `clean_entries`); the blocks' own properties are
+    the reference, for every file but the broken one (served from its last committed version)."""
     from git_whetstone.format.blocks import parse
+    from git_whetstone.index.reading import read_file
     from git_whetstone.index.records import Entry, entries_of
+    from git_whetstone.store.store import Store
 
-    _, path = big
+    config, path = big
+    store = Store.open(config, "big")
     checked = 0
     for rel in sorted(str(p.relative_to(path)) for p in (*path.glob("learnings/*.md"), *path.glob("issues/*.md"))):
         parsed = parse((path / rel).read_text(encoding="utf-8"), rel, rel.split("/")[0])
@@ -206,6 +249,8 @@ def test_entries_read_in_one_pass_are_what_the_blocks_say(big):
                           b.recurrence if b.kind == "learning" else 0, b.get("first_seen"), b.get("last_seen"),
                           tuple(b.provenance), b.always) for b in parsed.blocks]
         assert entries_of(parsed.blocks, rel) == expected, rel
+        if not parsed.errors:
+            assert read_file(store, rel) == (expected, None), rel
         checked += len(expected)
     assert checked > 5_000
 

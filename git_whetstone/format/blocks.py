@@ -299,9 +299,27 @@ def _parse_clean(text: str, want: str | None) -> list[Block] | None:
     """The blocks of a file made only of such blocks, one regular expression match each instead of
     a pass per line (a build parses 100,000 of them), when their ids and fields hold no error;
     None for any other file, which `parse` then reads line by line (and finds the same blocks)."""
+    found = _clean_matches(text, want)
+    return None if found is None else [_block(bid, title, tuple(fields), body, line, at, stop, text[at:stop])
+                                       for bid, title, fields, body, line, at, stop, _ in found]
+
+
+def clean_blocks(text: str, folder: str | None = None) -> list[tuple] | None:
+    """For a file `parse` reads one match a block (blocks as whetstone writes them, without an
+    error), each block's (id, title, body, line, fields, provenance): each field's value by key (one
+    each; provenance's, its last line) and the provenance lines decoded, as `Block.get` and `Block.provenance`
+    give them; None for any other file. What a build needs of the file, without making its `Block`s."""
+    found = _clean_matches(text, PREFIX.get(folder) if folder else None)
+    return None if found is None else [
+        (bid, title, body, line, values, tuple([decode_value(value) for key, value in fields if key == "provenance"]))
+        for bid, title, fields, body, line, _, _, values in found]
+
+
+def _clean_matches(text: str, want: str | None) -> list[tuple] | None:
+    """(id, title, fields, body, line, start, end, field values) of each block, for `_parse_clean`."""
     if not text.endswith("\n") or "\r" in text or any(run in text for run in _MARKER_RUNS):
         return None
-    found: list[Block] = []
+    found: list[tuple] = []
     seen: set[str] = set()
     at, line, end = 0, 1, len(text)
     match = _CLEAN_BLOCK.match
@@ -315,33 +333,35 @@ def _parse_clean(text: str, want: str | None) -> list[Block] | None:
             return None
         seen.add(bid)
         fields = _CLEAN_FIELD.findall(fields_text)
-        if not _clean_fields(prefix, fields):
+        values = _clean_fields(prefix, fields)
+        if values is None:
             return None
         stop = m.end()
-        found.append(_block(bid, title, tuple(fields), body.rstrip("\n"), line, at, stop, text[at:stop]))
+        found.append((bid, title, fields, body.rstrip("\n"), line, at, stop, values))
         line += text.count("\n", at, stop)
         at = stop
     return found
 
 
-def _clean_fields(prefix: str, fields: list[tuple[str, str]]) -> bool:
-    """Whether `_check_fields` finds nothing wrong with `fields`, in a few set and dict operations."""
+def _clean_fields(prefix: str, fields: list[tuple[str, str]]) -> dict[str, str] | None:
+    """The fields by key (each but provenance there once, so its one value) when `_check_fields`
+    finds nothing wrong with them, in a few set and dict operations; else None."""
     values = dict(fields)
     if not _ALLOWED[prefix].issuperset(values):
-        return False  # an unknown field
+        return None  # an unknown field
     provenance = [value for key, value in fields if key == "provenance"]
     if len(values) + max(len(provenance) - 1, 0) != len(fields):
-        return False  # a field other than provenance twice
+        return None  # a field other than provenance twice
     if not all(key in values for key in REQUIRED[prefix]) or not values["scope"]:
-        return False
+        return None
     if values.get("applies", ALWAYS) != ALWAYS:
-        return False
+        return None
     if prefix == "L":
         first_seen, last_seen = values["first_seen"], values["last_seen"]
         if not (_POSITIVE.fullmatch(values["recurrence"]) and _is_date(first_seen) and _is_date(last_seen)
                 and last_seen >= first_seen):
-            return False
-    return all(_is_json_string(value) for value in provenance if value.startswith('"'))
+            return None
+    return values if all(_is_json_string(value) for value in provenance if value.startswith('"')) else None
 
 
 _new = object.__new__

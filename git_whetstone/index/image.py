@@ -270,10 +270,7 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
                 out.seek(header["arrays"][name][0])  # what is skipped reads as zeros
                 out.write(memoryview(array).cast("B"))
             out.seek(header["raw_base"])
-            for raw in raws:
-                out.write(raw)
-            for text in texts.values():
-                out.write(text)
+            out.write(b"".join([*raws, *texts.values()]))  # one write: 10,000 took 40 ms more at 100k
         os.replace(tmp, root / NAME)
     except OSError:  # a read-only store or a full disk: the image is only a cache
         try:

@@ -6,16 +6,19 @@ from __future__ import annotations
 from ..format.layout import KIND_FOLDER
 from ..git.tree import committed_text
 from ..store.store import Store
-from .records import Entry, entries_of
+from .records import Entry, clean_entries, entries_of
 
 
 def read_file(store: Store, rel: str) -> tuple[list[Entry], str | None]:
     """Parse one scope file; if it fails validation, serve its last committed version instead."""
-    from ..format.blocks import parse  # here: a recall from a fresh index parses nothing and need not load it
+    from ..format.blocks import clean_blocks, parse  # here: a recall from a fresh index parses nothing and need not load it
 
     folder = rel.split("/", 1)[0]
     try:
         text = (store.path / rel).read_bytes().decode("utf-8")
+        found = clean_blocks(text, folder)  # a file as whetstone writes it: its entries without its Blocks
+        if found is not None:
+            return clean_entries(found, rel), None
         parsed = parse(text, rel, folder)
         problem = str(parsed.errors[0]) if parsed.errors else None
     except UnicodeDecodeError:

@@ -190,3 +190,17 @@ def entries_of(parsed: list, rel: str) -> list[Entry]:
                          int(first.get("recurrence") or 1) if learning else 0, first.get("first_seen"),
                          first.get("last_seen"), tuple(provenance), first.get("applies") == ALWAYS))
     return out
+
+
+def clean_entries(found: list[tuple], rel: str) -> list[Entry]:
+    """The entries of a file's blocks as `blocks.clean_blocks` gives them: what `entries_of` makes of
+    its parsed blocks, without the blocks (a build reads 100,000 of them)."""
+    from ..format.blocks import ALWAYS  # here, as in entries_of
+
+    out = []
+    for bid, title, body, line, values, provenance in found:
+        learning = bid[0] == "L"
+        out.append(Entry(bid, "learning" if learning else "issue", rel, line, title, " ".join(values["scope"].split()),
+                         body, int(values["recurrence"]) if learning else 0, values.get("first_seen"),
+                         values.get("last_seen"), provenance, values.get("applies") == ALWAYS))
+    return out
