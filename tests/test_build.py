@@ -133,6 +133,17 @@ def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build
     again = _built(config, path, monkeypatch, pool=True)
     assert len(handed) == 6 and all(isinstance(answer, list) for answer in handed)
     assert first[0] == again[0] and first[1] == again[1] and first[3] == again[3]
+    # no spool at all (no temporary folder can be made): the pipe again, and gc back as it was
+
+    def no_folder(**kw):
+        raise PermissionError("no temporary folder")
+
+    monkeypatch.setattr(tempfile, "mkdtemp", no_folder)
+    handed.clear()
+    assert gc.isenabled()
+    without = _built(config, path, monkeypatch, pool=True)
+    assert len(handed) == 6 and all(isinstance(answer, list) for answer in handed) and gc.isenabled()
+    assert first[0] == without[0] and first[1] == without[1] and first[3] == without[3]
     monkeypatch.setattr(tempfile, "mkdtemp", lambda **kw: made.append(real_mkdtemp(**kw)) or made[-1])
     real_records = build._records
     last = f"learnings/{sorted((path / 'learnings').iterdir())[-1].name}"

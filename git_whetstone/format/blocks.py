@@ -231,10 +231,14 @@ def parse(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
     `folder` ("learnings" or "issues") fixes which id prefix is allowed; None allows both.
     Blocks with errors are left out of `blocks`, so callers never see half-valid entries.
     """
+    clean = _parse_clean(text, PREFIX.get(folder) if folder else None)
+    return Parsed(clean, []) if clean is not None else parse_lines(text, path, folder)
+
+
+def parse_lines(text: str, path: str = "<text>", folder: str | None = None) -> Parsed:
+    """`parse` a line at a time, whatever the file looks like: for a caller that has already
+    found the file is not made only of blocks as whetstone writes them (`clean_blocks`)."""
     want = PREFIX.get(folder) if folder else None
-    clean = _parse_clean(text, want)
-    if clean is not None:
-        return Parsed(clean, [])
     errors: list[FormatError] = []
     lines = _lines(text)
 

@@ -7,6 +7,7 @@ puts a new scope in a file named after it, so the names are readable and distinc
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 from ..base.errors import WhetstoneError, shown
 
@@ -46,11 +47,13 @@ def is_scope_name(name: str) -> bool:
     return name.endswith(".md") and not name.startswith(".")
 
 
+@lru_cache(maxsize=1 << 16)  # asked for every entry by compact, export and recall; a store has far fewer scopes
 def scope_key(scope: str) -> str:
     """Scopes compare case-insensitively with white space folded."""
     return " ".join(scope.split()).casefold()
 
 
+@lru_cache(maxsize=1 << 16)
 def scope_filename(scope: str) -> str:
     """`<slug>-<short hash>.md`: readable, and distinct for distinct scopes."""
     key = scope_key(scope)

@@ -101,7 +101,7 @@ def _made(store: Store, embedder: Embedder, path: str, stamp: str, entries: list
 
 # What the workers work on (the batches of paths, by number), set in the parent before it forks
 # them (so nothing is pickled), and the folder they leave each batch's records in.
-_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str] | None = None
+_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None] | None = None
 
 
 def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
@@ -123,10 +123,14 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
     # collect never touches (and copies) those pages.
     gc.disable()
     gc.freeze()
-    spool = tempfile.mkdtemp(prefix="whetstone-build-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
-    _JOB = (store, embedder, stamps, batches, spool)
+    spool = None
     bulk = getattr(embedder, "bulk", None)  # a backend's faster tables for a big build, shared by the workers
     try:
+        try:
+            spool = tempfile.mkdtemp(prefix="whetstone-build-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+        except OSError:  # nowhere to leave them: the records come through the pool's pipe
+            pass
+        _JOB = (store, embedder, stamps, batches, spool)
         with bulk() if bulk else nullcontext(), \
                 multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
@@ -138,7 +142,8 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
                 yield [(record[0], cache.rows_of(record, dim), record) for record in records]
     finally:
         _JOB = None
-        shutil.rmtree(spool, ignore_errors=True)
+        if spool is not None:
+            shutil.rmtree(spool, ignore_errors=True)
         gc.unfreeze()
         if collecting:
             gc.enable()
@@ -146,9 +151,11 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
 
 def _work(number: int) -> int | list[tuple]:
     """In a worker: batch `number`'s records, left in the spool for the parent (`_handed`), its
-    number the answer; the records themselves when the spool cannot take them (a full /dev/shm)."""
+    number the answer; the records themselves when there is no spool or it cannot take them (a full /dev/shm)."""
     store, embedder, stamps, batches, spool = _JOB
     records = _records(store, embedder, stamps, batches[number])
+    if spool is None:
+        return records
     name = os.path.join(spool, str(number))
     try:
         with open(name, "wb") as out:

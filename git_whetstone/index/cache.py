@@ -22,7 +22,7 @@ import numpy as np
 from ..format.layout import scope_key
 from ..semantics.embed import Embedder
 from . import image
-from .records import COLUMNS, Entry, FileRows, day_number, decode, id_key, text_hash, text_hashes, texts_of
+from .records import COLUMNS, Entry, FileRows, day_number, decode, id_key, text_hashes, texts_of
 from .snapshot import Snapshot
 
 EMBED_BATCH = 1024  # texts per embedding call: a first build of 100,000 entries stays small in memory
@@ -342,7 +342,7 @@ def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str], pa
     """Vectors for `texts`, by text: from the index where it holds them (in `vectors`, or in the
     records of `paths`, the files being read again) and embedded otherwise (`progress(done, total)`
     as texts are embedded)."""
-    wanted = {text_hash(t): t for t in texts}
+    wanted = dict(zip(text_hashes(texts), texts))
     found: dict[str, np.ndarray] = {}
     if db.execute("SELECT 1 FROM vectors WHERE backend=? LIMIT 1", (embedder.identity,)).fetchone():
         hashes = list(wanted)

@@ -11,7 +11,7 @@ from .records import Entry, clean_entries, entries_of
 
 def read_file(store: Store, rel: str) -> tuple[list[Entry], str | None]:
     """Parse one scope file; if it fails validation, serve its last committed version instead."""
-    from ..format.blocks import clean_blocks, parse  # here: a recall from a fresh index parses nothing and need not load it
+    from ..format.blocks import clean_blocks, parse, parse_lines  # here: a recall from a fresh index parses nothing and need not load it
 
     folder = rel.split("/", 1)[0]
     try:
@@ -19,7 +19,7 @@ def read_file(store: Store, rel: str) -> tuple[list[Entry], str | None]:
         found = clean_blocks(text, folder)  # a file as whetstone writes it: its entries without its Blocks
         if found is not None:
             return clean_entries(found, rel), None
-        parsed = parse(text, rel, folder)
+        parsed = parse_lines(text, rel, folder)  # (not clean: parse would try that again)
         problem = str(parsed.errors[0]) if parsed.errors else None
     except UnicodeDecodeError:
         parsed, problem = None, f"{rel}:1: not valid UTF-8"

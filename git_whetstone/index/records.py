@@ -128,14 +128,13 @@ def text_hashes(texts: list[str]) -> list[str]:
     """`text_hash` of each of many texts."""
     if not texts:
         return []
-    import hashlib  # here: see text_hash
+    import hashlib  # here: a recall from a fresh index hashes nothing, and hashlib loads OpenSSL (5 ms and more)
     sha1 = hashlib.sha1
     return [sha1(text.encode("utf-8")).hexdigest()[:20] for text in texts]
 
 
 def text_hash(text: str) -> str:
-    import hashlib  # here: a recall from a fresh index hashes nothing, and hashlib loads OpenSSL (5 ms and more)
-    return hashlib.sha1(text.encode("utf-8")).hexdigest()[:20]
+    return text_hashes([text])[0]
 
 
 @lru_cache(maxsize=4096)  # a store's dates repeat: a few hundred days

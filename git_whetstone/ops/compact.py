@@ -34,7 +34,7 @@ from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
 from ..format.ids import DOT
-from ..format.layout import GLOBAL_PREFIX, scope_key as _scope_key
+from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.freshness import stamp_of
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
@@ -48,7 +48,6 @@ from ..store.weight import weight, weights
 from .workspace import Workspace
 from .global_layer import clusters
 
-scope_key = functools.lru_cache(maxsize=1 << 16)(_scope_key)  # asked for every entry; a store has far fewer scopes
 REPORT = "compact-report.md"
 _HEADS = re.compile(r"^##(?: |$)", re.M)  # the lines `blocks.parse` starts a block at
 HARDEN_WINDOW_DAYS = 90      # reinforced this often within this window: worth making an issue
@@ -529,8 +528,6 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             if reference:
                 texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
                 continue
-            if home not in texts:
-                text_of(home)
             arriving.setdefault(home, []).append(new.rstrip("\r\n") + "\n")
     for rel in list(arriving):
         text_of(rel)

@@ -46,7 +46,6 @@ KEEP = 3  # a part no export used this many times in a row is dropped
 # newline later), and which are plain ([] when all are).
 Part = tuple[bytes | None, list[str], str, list[str], list[int], list[int], list[int], list[int]]
 _EMPTY: Part = (b"", [], "", [], [], [], [], [])
-_NAMES: dict[tuple[int, str], str] = {}  # (0 learning or 1 issue, scope) -> its file in a pack
 
 
 @dataclass(frozen=True)
@@ -147,9 +146,7 @@ def _whole_files(rels: list[str], contents: dict[str, bytes], parts: dict[str, P
         if which or plains:
             return None
         kind = int(part_ids[0][0] != "L")
-        name = _NAMES.get((kind, part_scopes[0]))
-        if name is None:
-            name = _NAMES[kind, part_scopes[0]] = f"{KIND_FOLDER['issue' if kind else 'learning']}/{scope_filename(part_scopes[0])}"
+        name = f"{KIND_FOLDER['issue' if kind else 'learning']}/{scope_filename(part_scopes[0])}"
         if name in members:
             return None
         text = contents[rel] if source is None else source

@@ -184,8 +184,7 @@ class Found:
     slack: np.ndarray
 
 
-def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float,
-               prune: bool = True, runs: np.ndarray | None = None) -> Found:
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float, runs: np.ndarray) -> Found:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
     (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
@@ -193,13 +192,12 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: fl
     cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
     three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
     may be the fallback: every possible hit is kept, and the issues that could be the nearest.
-    With `prune`, only the rows of the scopes that can reach such a floor are scanned at all
-    (`_worth_scanning`); without, every row is (the reference the tests hold the pruning to).
-    `runs` are the rows that can be hits as `_runs` gives them (made here when None)."""
-    runs = _runs(snap.scope_of, np.isfinite(cutoff)) if runs is None else runs
+    Only the rows of the scopes that can reach such a floor are scanned at all (`_worth_scanning`;
+    the tests hold it to `_chosen` over every row). `runs` are the rows that can be hits, as `_runs`
+    gives them."""
     scanning = snap.scan(queries, SCOPE_SHARE)
     bound, floor, low = _pilot(snap, scanning, cutoff, band, runs)
-    rows = _worth_scanning(snap, bound, floor, runs) if prune else None
+    rows = _worth_scanning(snap, bound, floor, runs)
     return _chosen(snap, scanning, rows, cutoff, band, None if floor is None else np.minimum(floor, low))
 
 
@@ -252,7 +250,7 @@ def _near_enough(scanning, rows: np.ndarray | None, floor: np.ndarray) -> tuple[
     would be a store-sized array each later step passes over again). The test is looser than
     `_chosen`'s by NEAR_MARGIN, more than float32 rounding can move it: it keeps every row that
     one keeps, and a few more."""
-    slack = scanning.slack(rows).copy()
+    slack = scanning.slack(rows)  # (scratch: nothing below asks for another)
     lift = (floor.astype(np.float64) - NEAR_MARGIN).astype(np.float32)[:, None]
     at, kept = [np.zeros(0, np.intp)], [np.zeros((len(floor), 0), np.float32)]
     for start, stop, approx in scanning.blocks(rows):
@@ -392,8 +390,8 @@ class Layer:
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
             # (always-on and named: ordered by their exact relevance)
-            runs = snap.derived(f"runs {cuts}", lambda: _runs(snap.scope_of, np.isfinite(cutoff)))
-            found = candidates(snap, queries, cutoff, config.threshold("band"), runs=runs)
+            runs = snap.derived("runs", lambda: _runs(snap.scope_of, scoped))  # the rows whose cutoff is finite
+            found = candidates(snap, queries, cutoff, config.threshold("band"), runs)
             self._held_at = np.full(snap.size, -1, np.intp)
             chosen = np.zeros(snap.size, bool)
             chosen[found.rows[found.exact]] = True

@@ -258,6 +258,7 @@ class StaticEmbedder:
         try:
             header = _header(mapped)
         except (ValueError, KeyError, TypeError, AttributeError) as exc:
+            mapped.close()
             self._damaged(str(exc) or repr(exc))
         self._table = header, mapped
         self._meta = header["meta"]
