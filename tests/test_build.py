@@ -185,9 +185,12 @@ def test_the_spool_holds_a_few_batches_and_a_killed_build_s_spool_is_cleared_by_
     dead = os.path.join(folder, f"{build.SPOOL_PREFIX}{int(gone.stdout)}-killed")
     kept = [os.path.join(folder, f"{build.SPOOL_PREFIX}{pid}-alive") for pid in (os.getppid(), os.getpid())]
     kept.append(os.path.join(folder, f"{build.SPOOL_PREFIX}notapid"))
+    kept.append(os.path.join(folder, f"{build.SPOOL_PREFIX}{int(gone.stdout)}-elsewhere"))  # written just now
     for name in (dead, *kept):
         os.makedirs(name)
         open(os.path.join(name, "0"), "wb").close()
+    old = time.time() - build.SPOOL_STALE - 60
+    os.utime(dead, (old, old))
     try:
         slowly = _built(config, path, monkeypatch, pool=True)
         assert not os.path.exists(dead) and all(os.path.exists(name) for name in kept)

@@ -39,6 +39,9 @@ POOL_BATCH = 100   # files a worker takes at a time (250 measured no faster)
 WORKERS = 2
 SPOOL_AHEAD = 16   # batches handed out before the parent has taken theirs (1.4 MB each at 100,000 entries)
 SPOOL_PREFIX = "whetstone-build-"
+# A spool untouched this long (s) whose process is gone was left by a killed build. The age guards a
+# build in another pid namespace sharing the folder: its pid looks dead here, but it writes all along.
+SPOOL_STALE = 600
 
 
 def files(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
@@ -168,8 +171,10 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
 
 
 def _sweep(folder: str) -> None:
-    """Remove the spools builds left in `folder` when killed: those whose process is gone."""
+    """Remove the spools builds left in `folder` when killed: those whose process is gone and that
+    nothing has written to for SPOOL_STALE seconds."""
     import shutil
+    import time
 
     try:
         names = [name for name in os.listdir(folder) if name.startswith(SPOOL_PREFIX)]
@@ -179,10 +184,15 @@ def _sweep(folder: str) -> None:
         owner = name[len(SPOOL_PREFIX):].split("-", 1)[0]
         if not owner.isdigit() or int(owner) == os.getpid():
             continue
+        path = os.path.join(folder, name)
         try:
             os.kill(int(owner), 0)
         except ProcessLookupError:  # (a process of another user raises PermissionError: alive)
-            shutil.rmtree(os.path.join(folder, name), ignore_errors=True)
+            try:
+                if time.time() - os.stat(path).st_mtime > SPOOL_STALE:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
         except OSError:
             pass
 
