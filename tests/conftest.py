@@ -34,6 +34,8 @@ def isolated(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
         monkeypatch.setenv(key, value)
     from git_whetstone.git import runner
     from git_whetstone.index import freshness
+    for snap in freshness.LIVE.values():  # the last test's descriptors, not left to the collector
+        freshness.close(snap)
     freshness.LIVE.clear()
     runner._CONFIGURED.clear()
     return root

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import gc
 import os
+import shutil
 import sqlite3
 import subprocess
 import sys
 import tempfile
+import time
 
 import numpy as np
 import pytest
@@ -160,6 +162,43 @@ def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build
         reindex("big", config=config)
     assert len(made) == 3 and not os.path.exists(made[2])
     assert gc.isenabled() and gc.get_freeze_count() == 0
+
+
+def test_the_spool_holds_a_few_batches_and_a_killed_build_s_spool_is_cleared_by_the_next(big, monkeypatch):
+    """The workers run at most SPOOL_AHEAD batches ahead of the parent (the spool stays small
+    however slow the parent is), with the same index; a spool whose build died (its process is
+    gone) is removed by the next build, one of a live process (or of no whetstone build) is not."""
+    config, path = big
+    first = _built(config, path, monkeypatch, pool=True)
+    monkeypatch.setattr(build, "SPOOL_AHEAD", 2)
+    waiting = []
+    real_handed = build._handed
+
+    def slow(spool, answer):  # a slow parent: the workers would fill the spool with every batch
+        time.sleep(0.3)
+        waiting.append(len(os.listdir(spool)))
+        return real_handed(spool, answer)
+
+    monkeypatch.setattr(build, "_handed", slow)
+    folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    dead = os.path.join(folder, f"{build.SPOOL_PREFIX}{int(gone.stdout)}-killed")
+    kept = [os.path.join(folder, f"{build.SPOOL_PREFIX}{pid}-alive") for pid in (os.getppid(), os.getpid())]
+    kept.append(os.path.join(folder, f"{build.SPOOL_PREFIX}notapid"))
+    kept.append(os.path.join(folder, f"{build.SPOOL_PREFIX}{int(gone.stdout)}-elsewhere"))  # written just now
+    for name in (dead, *kept):
+        os.makedirs(name)
+        open(os.path.join(name, "0"), "wb").close()
+    old = time.time() - build.SPOOL_STALE - 60
+    os.utime(dead, (old, old))
+    try:
+        slowly = _built(config, path, monkeypatch, pool=True)
+        assert not os.path.exists(dead) and all(os.path.exists(name) for name in kept)
+    finally:
+        for name in (dead, *kept):
+            shutil.rmtree(name, ignore_errors=True)
+    assert len(waiting) == 6 and max(waiting) <= 2
+    assert first[0] == slowly[0] and first[1] == slowly[1] and first[3] == slowly[3]
 
 
 @pytest.mark.parametrize("pool", [False, True])

@@ -141,15 +141,18 @@ def _pruning_holds(bench, config: Config, skill: str, intents: list[str]) -> Non
     assert pruned >= len(intents) // 2 and bounded >= len(intents) // 2, (pruned, bounded)
 
 
-def test_a_subset_of_rows_scores_what_the_pass_over_every_row_gives(monkeypatch):
-    """`Pass.scores(rows)` gathers the rows asked for a block at a time and scores a block's worth
-    of them at once: the very numbers and bounds the pass over every row gives those rows, for
-    any subset (none, one, scattered, dense across blocks, every row)."""
+@pytest.mark.parametrize("gather", [300, 128])
+def test_a_subset_of_rows_scores_what_the_pass_over_every_row_gives(monkeypatch, gather):
+    """`Pass.scores(rows)` gathers the rows asked for a block at a time and scores a buffer's worth
+    of them at once (`GATHER_BLOCK`, which a block's rows can fill more than once): the very numbers
+    and bounds the pass over every row gives those rows, for any subset (none, one, scattered,
+    dense across blocks, every row), and `blocks` yields them all, once, in order."""
     from git_whetstone.index import columns
     rng = np.random.default_rng(9)
     cols = _random_columns(rng)
     dim, rows, scopes = cols.dim, cols.size, len(cols.scopes)
     monkeypatch.setattr(columns, "SCAN_BLOCK", 300)  # eight full blocks and a tail of 100
+    monkeypatch.setattr(columns, "GATHER_BLOCK", gather)
     subsets = [np.zeros(0, np.intp), np.array([0]), np.array([rows - 1]), np.arange(299, 302),
                np.sort(rng.choice(rows, 40, replace=False)), np.sort(rng.choice(rows, 700, replace=False)),
                np.sort(rng.choice(rows, 2_200, replace=False)), np.arange(rows)]
@@ -164,6 +167,12 @@ def test_a_subset_of_rows_scores_what_the_pass_over_every_row_gives(monkeypatch)
             some, their = scanning.scores(subset)
             assert some.shape == (clauses, len(subset)), len(subset)
             assert np.array_equal(some, every[:, subset]) and np.array_equal(their, slack[subset]), len(subset)
+            pieces = [(start, stop, block.copy()) for start, stop, block in scanning.blocks(subset)]
+            assert [start for start, _, _ in pieces] == [0, *(stop for _, stop, _ in pieces)][:len(pieces)]
+            assert all(stop - start <= gather for start, stop, _ in pieces)
+            if len(subset):
+                assert pieces[-1][1] == len(subset)
+                assert np.array_equal(np.concatenate([block for _, _, block in pieces], axis=1), some)
         # and the scope bound is above what any row of the scope scores, exactly, on every clause
         scope_level = np.maximum(cols.centroids @ queries.T, cols.phrases @ queries.T)
         exact = (0.7 * scope_level[cols.scope_of] + 0.3 * (cols.vectors @ queries.T)).T

@@ -7,7 +7,10 @@ of it and handing back the records (bytes: entries as compressed JSON, vectors a
 the parent turns into rows as a load from index.sqlite does. A batch's records go through a file
 in memory (/dev/shm), the pool's pipe carrying only its number: 2 MB a batch through the pipe kept
 the pool's result thread reading and its worker thread waking on every chunk, a fifth of the
-parent's time at 100,000 entries. The pool is used only where a text's
+parent's time at 100,000 entries. The spool holds at most `SPOOL_AHEAD` batches (the workers wait
+for the parent beyond that: 64 MB of /dev/shm in a Docker container), its folder is named for the
+build's process, and a build first clears the spools of builds that died before they could (a killed
+process). The pool is used only where a text's
 vector does not depend on the batch it is embedded in (`Embedder.batch_free`: the static and
 hashing backends), so the index it builds is the one a single process builds, bit for bit; and
 only in a process with no other thread (a fork copies one thread, and locks another one held).
@@ -36,6 +39,11 @@ Progress = Callable[[int, int], None]
 POOL_FROM = 1_000  # files: below this, starting the workers costs more than they save
 POOL_BATCH = 100   # files a worker takes at a time (250 measured no faster)
 WORKERS = 2
+SPOOL_AHEAD = 16   # batches handed out before the parent has taken theirs (1.4 MB each at 100,000 entries)
+SPOOL_PREFIX = "whetstone-build-"
+# A spool untouched this long (s) whose process is gone was left by a killed build. The age guards a
+# build in another pid namespace sharing the folder: its pid looks dead here, but it writes all along.
+SPOOL_STALE = 600
 
 
 class Reuse:
@@ -171,9 +179,18 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
     gc.freeze()
     spool = None
     bulk = getattr(embedder, "bulk", None)  # a backend's faster tables for a big build, shared by the workers
+    ahead = threading.Semaphore(SPOOL_AHEAD)  # released as the parent takes each batch
+
+    def numbers() -> Iterator[int]:  # run by the pool's task thread: it waits here, not the workers' output
+        for number in range(len(batches)):
+            ahead.acquire()
+            yield number
+
     try:
+        folder = "/dev/shm" if os.access("/dev/shm", os.W_OK) else tempfile.gettempdir()
+        _sweep(folder)
         try:
-            spool = tempfile.mkdtemp(prefix="whetstone-build-", dir="/dev/shm" if os.access("/dev/shm", os.W_OK) else None)
+            spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=folder)
         except OSError:  # nowhere to leave them: the records come through the pool's pipe
             pass
         _JOB = (store, embedder, stamps, batches, spool, reuse)
@@ -181,11 +198,15 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
                 multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
             dim = embedder.dim
-            for answer in workers.imap(_work, range(len(batches))):
-                records = _handed(spool, answer)
-                done += len(records)
-                tick(done)
-                yield [(record[0], cache.rows_of(record, dim), record) for record in records]
+            try:
+                for answer in workers.imap(_work, numbers()):
+                    records = _handed(spool, answer)
+                    ahead.release()
+                    done += len(records)
+                    tick(done)
+                    yield [(record[0], cache.rows_of(record, dim), record) for record in records]
+            finally:  # a build cut short: the task thread must not wait for batches nobody takes
+                ahead.release(len(batches) + 1)
     finally:
         _JOB = None
         if spool is not None:
@@ -193,6 +214,33 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
         gc.unfreeze()
         if collecting:
             gc.enable()
+
+
+def _sweep(folder: str) -> None:
+    """Remove the spools builds left in `folder` when killed: those whose process is gone and that
+    nothing has written to for SPOOL_STALE seconds."""
+    import shutil
+    import time
+
+    try:
+        names = [name for name in os.listdir(folder) if name.startswith(SPOOL_PREFIX)]
+    except OSError:
+        return
+    for name in names:
+        owner = name[len(SPOOL_PREFIX):].split("-", 1)[0]
+        if not owner.isdigit() or int(owner) == os.getpid():
+            continue
+        path = os.path.join(folder, name)
+        try:
+            os.kill(int(owner), 0)
+        except ProcessLookupError:  # (a process of another user raises PermissionError: alive)
+            try:
+                if time.time() - os.stat(path).st_mtime > SPOOL_STALE:
+                    shutil.rmtree(path, ignore_errors=True)
+            except OSError:
+                pass
+        except OSError:
+            pass
 
 
 def _work(number: int) -> int | list[tuple]:

@@ -15,6 +15,7 @@ import numpy as np
 from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 
 SCAN_BLOCK = 8192  # rows the int8 scan multiplies at once (a block's products: 8192 × 2 × clauses int32)
+GATHER_BLOCK = 4096  # rows of a subset gathered into one buffer and multiplied at once (1 MB of codes)
 UNIT = 1.001       # a unit vector's norm after float32 rounding, and then some
 
 
@@ -337,18 +338,20 @@ class Pass:
         else:
             starts = range(0, size, SCAN_BLOCK)
             ends = np.searchsorted(rows, [*starts, size]).tolist()
-            gathered = cols._buffer("codes", (min(SCAN_BLOCK, n), cols.dim), np.int8)
+            most = min(GATHER_BLOCK, SCAN_BLOCK, n)
+            gathered = cols._buffer("codes", (most, cols.dim), np.int8)
             done = 0  # rows[done:i] are gathered, not yet scored
             for a, i, j in zip(starts, ends, ends[1:]):  # rows[i:j] lie in [a, a + SCAN_BLOCK)
-                if i == j:
-                    continue
-                if j - done > len(gathered):
-                    block = target(done, i)
-                    self._score(gathered[:i - done], rows[done:i], block)
-                    yield done, i, block
-                    done = i
-                # mode clip: the rows are valid, and numpy's default copies `out` once more
-                np.take(cols._codes, rows[i:j], axis=0, out=gathered[i - done:j - done], mode="clip")
+                while i < j:
+                    if i - done == most:  # the buffer is full
+                        block = target(done, i)
+                        self._score(gathered, rows[done:i], block)
+                        yield done, i, block
+                        done = i
+                    k = min(j, done + most)
+                    # mode clip: the rows are valid, and numpy's default copies `out` once more
+                    np.take(cols._codes, rows[i:k], axis=0, out=gathered[i - done:k - done], mode="clip")
+                    i = k
                 if cols.release_codes is not None:
                     cols.release_codes(cols._codes, a, min(a + SCAN_BLOCK, size))
             if n > done:

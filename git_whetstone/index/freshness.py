@@ -118,9 +118,15 @@ def forget(store: Store) -> None:
 
 
 def close(snap: Snapshot | None) -> None:
-    if snap is not None and snap.db is not None:
+    """Let go of what `snap` holds open: its index connection and its watch (a descriptor each)."""
+    if snap is None:
+        return
+    if snap.db is not None:
         snap.db.close()
         snap.db = None
+    if snap.watch is not None:
+        snap.watch.close()
+        snap.watch = None
 
 
 def _reuse(store: Store, snap: Snapshot) -> sqlite3.Connection | None:
@@ -132,7 +138,8 @@ def _reuse(store: Store, snap: Snapshot) -> sqlite3.Connection | None:
                 return snap.db
         except OSError:
             pass
-        close(snap)
+        snap.db.close()
+        snap.db = None
     return None
 
 

@@ -33,7 +33,7 @@ from ..index.freshness import read_files
 from ..index.records import Entry, entries_of
 from ..store.store import Store
 from . import packs
-from .packs import Row, archive, assemble, block_text, duplicate_warning, manifest, plain
+from .packs import Row, archive, assemble, duplicate_warning, entry_text, manifest, plain
 
 FILE = "whetstone-export.cache"
 MAGIC = b"whetstone-export-cache 1"
@@ -232,8 +232,7 @@ def _part(entries: list[Entry]) -> Part:
     scopes: dict[str, int] = {}
     which, ends, plains, at = [], [], [], 0
     for e in entries:
-        text = block_text(e.id, e.kind, e.title, e.recurrence or 1, e.first_seen, e.last_seen, e.scope, e.always,
-                          e.provenance, e.body)  # canonical(item_of(e, "")), without the Item
+        text = entry_text(e)
         raw = text.encode("utf-8")
         texts.append(raw)
         hashes.append(hashlib.sha256(raw).hexdigest())
