@@ -98,10 +98,10 @@ def test_a_build_saves_batch_by_batch_and_after_a_skipped_save_all_the_rest_at_t
     serial = _built(config, path, monkeypatch, pool=False)
     real, saves = cache.save, []
 
-    def save(db, embedder, removed, records):
+    def save(db, embedder, removed, records, kept=None):
         saves.append(len(records))
         if len(saves) != 2:
-            return real(db, embedder, removed, records)
+            return real(db, embedder, removed, records, kept)
         other = sqlite3.connect(path / "index.sqlite", isolation_level=None)  # another writer, meanwhile
         other.execute("BEGIN IMMEDIATE")
         try:
@@ -150,10 +150,10 @@ def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build
     real_records = build._records
     last = f"learnings/{sorted((path / 'learnings').iterdir())[-1].name}"
 
-    def failing(store, embedder, stamps, paths):  # in a worker (forked with this patch)
+    def failing(store, embedder, stamps, paths, reuse=None):  # in a worker (forked with this patch)
         if last in paths:
             raise ValueError("a worker failed")
-        return real_records(store, embedder, stamps, paths)
+        return real_records(store, embedder, stamps, paths, reuse)
 
     monkeypatch.setattr(build, "_records", failing)
     cache.discard(path)

@@ -18,12 +18,14 @@ only in a process with no other thread (a fork copies one thread, and locks anot
 from __future__ import annotations
 
 import gc
+import mmap
 import os
 import pickle
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
 from contextlib import nullcontext
+from itertools import repeat
 
 import numpy as np
 
@@ -31,7 +33,7 @@ from ..semantics.embed import Embedder
 from ..store.store import Store
 from . import cache
 from .reading import read_file
-from .records import FileRows, file_rows
+from .records import FileRows, file_rows, text_hashes
 
 Progress = Callable[[int, int], None]
 POOL_FROM = 1_000  # files: below this, starting the workers costs more than they save
@@ -44,14 +46,50 @@ SPOOL_PREFIX = "whetstone-build-"
 SPOOL_STALE = 600
 
 
+class Reuse:
+    """The vectors index.sqlite holds in the records of some files (those read again, and those
+    removed: a compact merges a scope's files into one), for a build to take instead of embedding
+    their texts again (`take`), and which of them the new records took: the workers mark them in
+    a page they share with the parent, so that only the others are kept in `vectors` (`unused`)."""
+
+    def __init__(self, db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -> None:
+        self.identity = embedder.identity
+        self.row, self.table = cache.held_vectors(db, embedder, paths)
+        self._page = mmap.mmap(-1, max(1, len(self.table)))  # shared: a forked worker's marks are seen here
+        self.taken = np.frombuffer(self._page, np.uint8)
+
+    def take(self, texts: list[str]) -> tuple[list[int], np.ndarray, list[int]]:
+        """(the places in `texts` of those held here, their vectors, the places of the others)."""
+        row = self.row
+        hits, at, others = [], [], []
+        for i, text in enumerate(texts):
+            r = row.get(text)
+            if r is None:
+                others.append(i)
+            else:
+                hits.append(i)
+                at.append(r)
+        rows = np.array(at, np.intp)
+        self.taken[rows] = 1
+        return hits, self.table[rows], others
+
+    def unused(self) -> list[tuple[str, str, bytes]]:
+        """`vectors` rows (backend, hash, vector) for the texts held here that no new record took."""
+        left = [(text, r) for text, r in self.row.items() if not self.taken[r]]
+        return list(zip(repeat(self.identity), text_hashes([text for text, _ in left]),
+                        [self.table[r].tobytes() for _, r in left]))
+
+
 def files(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-          progress: Progress | None = None, pool: bool | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+          progress: Progress | None = None, pool: bool | None = None,
+          reuse: Reuse | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     """(path, rows, index.sqlite record) for every path, in batches, in the order of `paths`; a
     file with a warning has claimed the ids its text still holds. `progress(done, total)` counts
-    files. `pool` forces the workers on or off (None: where they pay)."""
+    files. `pool` forces the workers on or off (None: where they pay). A text `reuse` holds is
+    not embedded again (nor, without it, one the records of `paths` hold, read by one process)."""
     if pool is None:
         pool = len(paths) >= POOL_FROM and _can_fork(embedder)
-    yield from (_pooled if pool else _serial)(store, embedder, db, paths, stamps, _Ticker(progress, len(paths)))
+    yield from (_pooled if pool else _serial)(store, embedder, db, paths, stamps, _Ticker(progress, len(paths)), reuse)
 
 
 def _can_fork(embedder: Embedder) -> bool:
@@ -82,7 +120,7 @@ class _Ticker:
 
 
 def _serial(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-            tick: _Ticker) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+            tick: _Ticker, reuse: Reuse | None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     """In this process: reading is the first half of the work, embedding (texts the index does not
     hold yet, all at once) the second."""
     half = len(paths) // 2
@@ -92,8 +130,15 @@ def _serial(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
         tick(i * half // len(paths))
     texts = [e.body for entries, _ in parsed.values() for e in entries]
     texts += [e.scope for entries, _ in parsed.values() for e in entries]
-    vectors = cache.vectors_for(db, embedder, texts, paths,
+    found: dict = {}
+    if reuse is not None:
+        texts = list(dict.fromkeys(texts))
+        hits, matrix, others = reuse.take(texts)
+        found = dict(zip([texts[i] for i in hits], matrix))
+        texts = [texts[i] for i in others]
+    vectors = cache.vectors_for(db, embedder, texts, [] if reuse is not None else paths,
                                 lambda done, total: tick(half + (len(paths) - half) * done // total))
+    vectors.update(found)
     tick(len(paths))
     yield [_made(store, embedder, path, stamps[path], entries, warning, vectors)
            for path, (entries, warning) in parsed.items()]
@@ -108,12 +153,13 @@ def _made(store: Store, embedder: Embedder, path: str, stamp: str, entries: list
 
 
 # What the workers work on (the batches of paths, by number), set in the parent before it forks
-# them (so nothing is pickled), and the folder they leave each batch's records in.
-_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None] | None = None
+# them (so nothing is pickled), the folder they leave each batch's records in, and the vectors
+# they need not embed again.
+_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None, Reuse | None] | None = None
 
 
 def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-            tick: _Ticker) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+            tick: _Ticker, reuse: Reuse | None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     global _JOB
     import multiprocessing  # here, as in _can_fork (and the spool's modules: 4 ms)
     import shutil
@@ -147,7 +193,7 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
             spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=folder)
         except OSError:  # nowhere to leave them: the records come through the pool's pipe
             pass
-        _JOB = (store, embedder, stamps, batches, spool)
+        _JOB = (store, embedder, stamps, batches, spool, reuse)
         with bulk() if bulk else nullcontext(), \
                 multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
@@ -200,8 +246,8 @@ def _sweep(folder: str) -> None:
 def _work(number: int) -> int | list[tuple]:
     """In a worker: batch `number`'s records, left in the spool for the parent (`_handed`), its
     number the answer; the records themselves when there is no spool or it cannot take them (a full /dev/shm)."""
-    store, embedder, stamps, batches, spool = _JOB
-    records = _records(store, embedder, stamps, batches[number])
+    store, embedder, stamps, batches, spool, reuse = _JOB
+    records = _records(store, embedder, stamps, batches[number], reuse)
     if spool is None:
         return records
     name = os.path.join(spool, str(number))
@@ -228,14 +274,23 @@ def _handed(spool: str, answer: int | list[tuple]) -> list[tuple]:
     return records
 
 
-def _records(store: Store, embedder: Embedder, stamps: dict[str, str], paths: list[str]) -> list[tuple]:
+def _records(store: Store, embedder: Embedder, stamps: dict[str, str], paths: list[str],
+             reuse: Reuse | None = None) -> list[tuple]:
     """A batch of files read, embedded (texts in first-seen order, as a process embedding them
-    alone would meet them) and made into records, all at once (`cache.file_records`) but for a file
-    with a warning, which claims its ids from the disk."""
+    alone would meet them; those `reuse` holds taken from it, the others embedded at once: a
+    batch-free backend gives a text the same vector in any batch) and made into records, all at
+    once (`cache.file_records`) but for a file with a warning, which claims its ids from the disk."""
     parsed = [(path, *read_file(store, path)) for path in paths]
     texts = list(dict.fromkeys([e.body for _, entries, _ in parsed for e in entries]
                                + [e.scope for _, entries, _ in parsed for e in entries]))
-    matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+    if reuse is None or not texts:
+        matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
+    else:
+        matrix = np.empty((len(texts), embedder.dim), np.float32)
+        hits, vectors, others = reuse.take(texts)
+        matrix[np.array(hits, np.intp)] = vectors
+        if others:
+            matrix[np.array(others, np.intp)] = embedder.embed([texts[i] for i in others])
     records = dict.fromkeys(paths)
     clean = [(path, stamps[path], entries) for path, entries, warning in parsed if not warning]
     records.update((record[0], record) for record in cache.file_records(clean, texts, matrix, embedder))

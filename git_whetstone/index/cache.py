@@ -189,20 +189,26 @@ def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]
     return found
 
 
-def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records: list[tuple]) -> bool:
+def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records: list[tuple],
+         kept: list[tuple[str, str, bytes]] | None = None) -> bool:
     """Write what one refresh learned (or a part of it), in one transaction; skipped (False) when
     another process holds the index for writing past a short wait, or the file cannot be written.
 
     A vector is stored once: in its file's record while a file holds its text, else (the text was
     edited away, its file removed, or the store switched backends) in `vectors`, so an undo, a
-    move or a switch back embeds nothing again."""
+    move or a switch back embeds nothing again. `kept`, when given, is what the caller worked out
+    itself to keep in `vectors` of this backend's records being replaced or removed (a build that
+    took their vectors: `build.Reuse.unused`), and only other backends' records are retired here."""
     try:
         db.execute("PRAGMA busy_timeout=1000")
         db.execute("BEGIN IMMEDIATE")
     except sqlite3.OperationalError:
         return False
     try:
-        _retire(db, embedder.identity, {**{path: None for path in removed}, **{r[0]: r[6] for r in records}})
+        _retire(db, embedder.identity, {**{path: None for path in removed}, **{r[0]: r[6] for r in records}},
+                own=kept is None)
+        if kept:
+            db.executemany("INSERT OR IGNORE INTO vectors VALUES(?,?,?)", kept)
         db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
         db.executemany("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?)", records)
         db.execute("COMMIT")
@@ -213,9 +219,10 @@ def save(db: sqlite3.Connection, embedder: Embedder, removed: list[str], records
     return True
 
 
-def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | None]) -> None:
+def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | None], own: bool = True) -> None:
     """Keep in `vectors` the vectors of the records about to be replaced (path -> the new record's
-    entries, None when removed) whose texts the new record no longer holds.
+    entries, None when removed) whose texts the new record no longer holds (those of this
+    backend's records only when `own`).
 
     Only the texts of the records are read (`texts_of`), never whole entries: a compact at 100,000
     entries retires some 8,000 records, and building their `Entry`s took a third of the save."""
@@ -223,11 +230,12 @@ def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | N
         return  # a first build replaces nothing
     paths = list(replaced)
     kept: list[tuple[str, str, bytes]] = []
+    which = "" if own else "backend!=? AND "
     for i in range(0, len(paths), 500):
         chunk = paths[i:i + 500]
         for path, backend, raw, scope_json, n, blob in db.execute(
-                f"SELECT path, backend, entries, scopes, n, vectors FROM files WHERE path IN ({','.join('?' * len(chunk))})",
-                chunk):
+                f"SELECT path, backend, entries, scopes, n, vectors FROM files WHERE {which}path IN "
+                f"({','.join('?' * len(chunk))})", ([] if own else [identity]) + chunk):
             new = replaced[path]
             if backend == identity and new == raw:
                 continue
@@ -364,6 +372,34 @@ def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str], pa
     if missing:
         found.update(zip(missing, embed_all(missing, embedder, progress)))
     return found
+
+
+def held_vectors(db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -> tuple[dict[str, int], np.ndarray]:
+    """Every body and scope phrase the records of `paths` hold for this backend, and their vectors:
+    (text -> its row, the rows as one float32 matrix). A build's workers take from it the vectors
+    of the texts the files being read again (or removed: a compact merges a scope's files into one)
+    held before, instead of embedding them again: the same vectors, bit for bit, as this backend
+    gives (`vectors_for` trusts them alike)."""
+    dim = embedder.dim
+    row: dict[str, int] = {}
+    parts: list[np.ndarray] = []
+    count = 0
+    if db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
+        return row, np.zeros((0, dim), np.float32)
+    for i in range(0, len(paths), 500):
+        chunk = paths[i:i + 500]
+        for raw, scope_json, n, blob in db.execute(
+                f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
+                f"({','.join('?' * len(chunk))})", (embedder.identity, *chunk)):
+            bodies, _ = texts_of(raw)
+            phrases = [scope[2] for scope in json.loads(scope_json)]
+            s = len(phrases)
+            flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
+            parts += (flat[:n], flat[n + s:n + 2 * s])
+            for text in bodies + phrases:
+                row.setdefault(text, count)
+                count += 1
+    return row, (np.concatenate(parts) if parts else np.zeros((0, dim), np.float32))
 
 
 def embed_all(texts: list[str], embedder: Embedder,

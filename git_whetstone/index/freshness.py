@@ -201,6 +201,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             snap.remove_file(path)
         records: list[tuple] = []  # not saved yet, with the paths in `unsaved`
         unsaved, saving = removed, True
+        reuse = None
         if changed:
             for path in changed:  # all out first: a block moved between two files is no duplicate
                 snap.remove_file(path)
@@ -212,7 +213,11 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             to_read = [path for path in changed if path not in held] if held else changed
             many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
             start, files, rows_read = snap.size, 0, 0
-            for batch in build.files(store, embedder, db, to_read, stamps, progress):
+            # the vectors the records of the files read again and removed hold: the new records take
+            # those of their texts (a compact moves most of a merged scope's texts to another file),
+            # and only the others are kept in `vectors`, by the last save
+            reuse = build.Reuse(db, embedder, to_read + removed)
+            for batch in build.files(store, embedder, db, to_read, stamps, progress, reuse=reuse):
                 for path, rows, record in batch:
                     records.append(record)
                     rows_read += rows.n
@@ -229,7 +234,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                     # while the workers make the next batches: this one saved (a short transaction of
                     # its own, as the save at the end; once one is skipped, the rest wait for that
                     # one) and, for the image this process writes next, its rows' compact copies
-                    if saving and cache.save(db, embedder, unsaved, records):
+                    if saving and cache.save(db, embedder, unsaved, records, []):
                         unsaved, records = [], []
                     else:
                         saving = False
@@ -241,7 +246,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             snap = snap.compacted()
         snap.stamps = stamps
         if records or unsaved:
-            cache.save(db, embedder, unsaved, records)
+            cache.save(db, embedder, unsaved, records, reuse.unused() if reuse is not None else None)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):
