@@ -239,25 +239,27 @@ def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | N
             new = replaced[path]
             if backend == identity and new == raw:
                 continue
-            old = _old_vectors(raw, scope_json, n, blob)
+            texts, rows = _old_vectors(raw, scope_json, n, blob)
             if backend == identity and new is not None:
                 bodies, scopes = texts_of(new)
                 still = {*bodies, *scopes}
-                old = [(text, vec) for text, vec in old if text not in still]
-            kept += zip(repeat(backend), text_hashes([text for text, _ in old]), [vec for _, vec in old])
+                gone = [i for i, text in enumerate(texts) if text not in still]
+                texts, rows = [texts[i] for i in gone], rows[gone]
+            kept += zip(repeat(backend), text_hashes(texts), [row.tobytes() for row in rows])
     db.executemany("INSERT OR IGNORE INTO vectors VALUES(?,?,?)", kept)
 
 
-def _old_vectors(raw: bytes, scope_json: str, n: int, blob: bytes) -> list[tuple[str, bytes]]:
-    """(text, vector bytes) for every body and scope phrase a `files` record holds, in the order
-    the record holds their vectors: the bodies, then the scope phrases."""
+def _old_vectors(raw: bytes, scope_json: str, n: int, blob: bytes) -> tuple[list[str], np.ndarray]:
+    """Every body and scope phrase a `files` record holds, and their vectors as rows of one float32
+    matrix in the same order. A record holds the bodies' vectors, then its scopes' sums, then the
+    scope phrases' (the width is the record's own: another backend's may differ)."""
     bodies, _ = texts_of(raw)
     phrases = [scope[2] for scope in json.loads(scope_json)]
     s = len(phrases)
-    width = len(blob) // (n + 2 * s) if n + s else 0
-    out = [(body, blob[i * width:(i + 1) * width]) for i, body in enumerate(bodies)]
-    out += [(phrase, blob[(n + s + j) * width:(n + s + j + 1) * width]) for j, phrase in enumerate(phrases)]
-    return out
+    if not n + s:
+        return [], np.zeros((0, 0), np.float32)
+    flat = np.frombuffer(blob, np.float32).reshape(n + 2 * s, -1)
+    return bodies + phrases, np.concatenate((flat[:n], flat[n + s:]))
 
 
 def file_record(path: str, rows: FileRows, embedder: Embedder) -> tuple:
@@ -366,8 +368,9 @@ def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str], pa
             for raw, scope_json, n, blob in db.execute(
                     f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
                     f"({','.join('?' * len(chunk))})", (embedder.identity, *chunk)):
-                for text, vec in _old_vectors(raw, scope_json, n, blob):
-                    found.setdefault(text, np.frombuffer(vec, np.float32))
+                texts, rows = _old_vectors(raw, scope_json, n, blob)
+                for text, vec in zip(texts, rows):
+                    found.setdefault(text, vec)
     missing = [t for t in wanted.values() if t not in found]
     if missing:
         found.update(zip(missing, embed_all(missing, embedder, progress)))
@@ -391,12 +394,10 @@ def held_vectors(db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -
         for raw, scope_json, n, blob in db.execute(
                 f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
                 f"({','.join('?' * len(chunk))})", (embedder.identity, *chunk)):
-            bodies, _ = texts_of(raw)
-            phrases = [scope[2] for scope in json.loads(scope_json)]
-            s = len(phrases)
-            flat = np.frombuffer(blob, np.float32).reshape(-1, dim)
-            parts += (flat[:n], flat[n + s:n + 2 * s])
-            for text in bodies + phrases:
+            texts, rows = _old_vectors(raw, scope_json, n, blob)
+            if texts:
+                parts.append(rows)
+            for text in texts:
                 row.setdefault(text, count)
                 count += 1
     return row, (np.concatenate(parts) if parts else np.zeros((0, dim), np.float32))
