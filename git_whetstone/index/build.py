@@ -81,12 +81,12 @@ class Reuse:
 
 
 def files(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-          progress: Progress | None = None, pool: bool | None = None,
-          reuse: Reuse | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+          reuse: Reuse, progress: Progress | None = None,
+          pool: bool | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     """(path, rows, index.sqlite record) for every path, in batches, in the order of `paths`; a
     file with a warning has claimed the ids its text still holds. `progress(done, total)` counts
     files. `pool` forces the workers on or off (None: where they pay). A text `reuse` holds is
-    not embedded again (nor, without it, one the records of `paths` hold, read by one process)."""
+    not embedded again."""
     if pool is None:
         pool = len(paths) >= POOL_FROM and _can_fork(embedder)
     yield from (_pooled if pool else _serial)(store, embedder, db, paths, stamps, _Ticker(progress, len(paths)), reuse)
@@ -120,7 +120,7 @@ class _Ticker:
 
 
 def _serial(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-            tick: _Ticker, reuse: Reuse | None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+            tick: _Ticker, reuse: Reuse) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     """In this process: reading is the first half of the work, embedding (texts the index does not
     hold yet, all at once) the second."""
     half = len(paths) // 2
@@ -130,15 +130,11 @@ def _serial(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
         tick(i * half // len(paths))
     texts = [e.body for entries, _ in parsed.values() for e in entries]
     texts += [e.scope for entries, _ in parsed.values() for e in entries]
-    found: dict = {}
-    if reuse is not None:
-        texts = list(dict.fromkeys(texts))
-        hits, matrix, others = reuse.take(texts)
-        found = dict(zip([texts[i] for i in hits], matrix))
-        texts = [texts[i] for i in others]
-    vectors = cache.vectors_for(db, embedder, texts, [] if reuse is not None else paths,
+    texts = list(dict.fromkeys(texts))
+    hits, matrix, others = reuse.take(texts)
+    vectors = cache.vectors_for(db, embedder, [texts[i] for i in others],
                                 lambda done, total: tick(half + (len(paths) - half) * done // total))
-    vectors.update(found)
+    vectors.update(zip([texts[i] for i in hits], matrix))
     tick(len(paths))
     yield [_made(store, embedder, path, stamps[path], entries, warning, vectors)
            for path, (entries, warning) in parsed.items()]
@@ -155,11 +151,11 @@ def _made(store: Store, embedder: Embedder, path: str, stamp: str, entries: list
 # What the workers work on (the batches of paths, by number), set in the parent before it forks
 # them (so nothing is pickled), the folder they leave each batch's records in, and the vectors
 # they need not embed again.
-_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None, Reuse | None] | None = None
+_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None, Reuse] | None = None
 
 
 def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-            tick: _Ticker, reuse: Reuse | None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+            tick: _Ticker, reuse: Reuse) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     global _JOB
     import multiprocessing  # here, as in _can_fork (and the spool's modules: 4 ms)
     import shutil
@@ -275,7 +271,7 @@ def _handed(spool: str, answer: int | list[tuple]) -> list[tuple]:
 
 
 def _records(store: Store, embedder: Embedder, stamps: dict[str, str], paths: list[str],
-             reuse: Reuse | None = None) -> list[tuple]:
+             reuse: Reuse) -> list[tuple]:
     """A batch of files read, embedded (texts in first-seen order, as a process embedding them
     alone would meet them; those `reuse` holds taken from it, the others embedded at once: a
     batch-free backend gives a text the same vector in any batch) and made into records, all at
@@ -283,14 +279,11 @@ def _records(store: Store, embedder: Embedder, stamps: dict[str, str], paths: li
     parsed = [(path, *read_file(store, path)) for path in paths]
     texts = list(dict.fromkeys([e.body for _, entries, _ in parsed for e in entries]
                                + [e.scope for _, entries, _ in parsed for e in entries]))
-    if reuse is None or not texts:
-        matrix = embedder.embed(texts) if texts else np.zeros((0, embedder.dim), np.float32)
-    else:
-        matrix = np.empty((len(texts), embedder.dim), np.float32)
-        hits, vectors, others = reuse.take(texts)
-        matrix[np.array(hits, np.intp)] = vectors
-        if others:
-            matrix[np.array(others, np.intp)] = embedder.embed([texts[i] for i in others])
+    matrix = np.empty((len(texts), embedder.dim), np.float32)
+    hits, vectors, others = reuse.take(texts)
+    matrix[np.array(hits, np.intp)] = vectors
+    if others:
+        matrix[np.array(others, np.intp)] = embedder.embed([texts[i] for i in others])
     records = dict.fromkeys(paths)
     clean = [(path, stamps[path], entries) for path, entries, warning in parsed if not warning]
     records.update((record[0], record) for record in cache.file_records(clean, texts, matrix, embedder))

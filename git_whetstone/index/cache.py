@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import sqlite3
 import zlib
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from itertools import repeat
 from pathlib import Path
 
@@ -347,11 +347,11 @@ def _sums(slots: np.ndarray, vectors: np.ndarray, count: int) -> np.ndarray:
     return sums
 
 
-def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str], paths: list[str],
+def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str],
                 progress: Callable[[int, int], None] | None = None) -> dict[str, np.ndarray]:
-    """Vectors for `texts`, by text: from the index where it holds them (in `vectors`, or in the
-    records of `paths`, the files being read again) and embedded otherwise (`progress(done, total)`
-    as texts are embedded)."""
+    """Vectors for `texts`, by text: from `vectors` where the index keeps them (texts no file holds
+    any more) and embedded otherwise (`progress(done, total)` as texts are embedded). What the
+    records of files hold a build takes first (`held_vectors`)."""
     wanted = dict(zip(text_hashes(texts), texts))
     found: dict[str, np.ndarray] = {}
     if db.execute("SELECT 1 FROM vectors WHERE backend=? LIMIT 1", (embedder.identity,)).fetchone():
@@ -362,26 +362,10 @@ def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str], pa
             for h, vec in db.execute(f"SELECT hash, vec FROM vectors WHERE backend=? AND hash IN ({marks})",
                                      (embedder.identity, *chunk)):
                 found[wanted[h]] = np.frombuffer(vec, np.float32)
-    if len(found) < len(wanted):
-        for texts, rows in _held(db, embedder.identity, paths):
-            for text, vec in zip(texts, rows):
-                found.setdefault(text, vec)
     missing = [t for t in wanted.values() if t not in found]
     if missing:
         found.update(zip(missing, embed_all(missing, embedder, progress)))
     return found
-
-
-def _held(db: sqlite3.Connection, identity: str, paths: list[str]) -> Iterator[tuple[list[str], np.ndarray]]:
-    """The texts and vector rows (`_old_vectors`) of each record of `paths` this backend made."""
-    if not paths or db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is None:
-        return
-    for i in range(0, len(paths), 500):
-        chunk = paths[i:i + 500]
-        for raw, scope_json, n, blob in db.execute(
-                f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
-                f"({','.join('?' * len(chunk))})", (identity, *chunk)):
-            yield _old_vectors(raw, scope_json, n, blob)
 
 
 def held_vectors(db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -> tuple[dict[str, int], np.ndarray]:
@@ -389,18 +373,23 @@ def held_vectors(db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -
     (text -> its row, the rows as one float32 matrix). A build's workers take from it the vectors
     of the texts the files being read again (or removed: a compact merges a scope's files into one)
     held before, instead of embedding them again: the same vectors, bit for bit, as this backend
-    gives (`vectors_for` trusts them alike)."""
-    dim = embedder.dim
+    gives."""
     row: dict[str, int] = {}
     parts: list[np.ndarray] = []
     count = 0
-    for texts, rows in _held(db, embedder.identity, paths):
-        if texts:
-            parts.append(rows)
-        for text in texts:
-            row.setdefault(text, count)
-            count += 1
-    return row, (np.concatenate(parts) if parts else np.zeros((0, dim), np.float32))
+    if paths and db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
+        for i in range(0, len(paths), 500):
+            chunk = paths[i:i + 500]
+            for raw, scope_json, n, blob in db.execute(
+                    f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
+                    f"({','.join('?' * len(chunk))})", (embedder.identity, *chunk)):
+                texts, rows = _old_vectors(raw, scope_json, n, blob)
+                if texts:
+                    parts.append(rows)
+                for text in texts:
+                    row.setdefault(text, count)
+                    count += 1
+    return row, (np.concatenate(parts) if parts else np.zeros((0, embedder.dim), np.float32))
 
 
 def embed_all(texts: list[str], embedder: Embedder,

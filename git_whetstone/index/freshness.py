@@ -217,7 +217,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             # those of their texts (a compact moves most of a merged scope's texts to another file),
             # and only the others are kept in `vectors`, by the last save
             reuse = build.Reuse(db, embedder, to_read + removed)
-            for batch in build.files(store, embedder, db, to_read, stamps, progress, reuse=reuse):
+            for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress):
                 for path, rows, record in batch:
                     records.append(record)
                     rows_read += rows.n
