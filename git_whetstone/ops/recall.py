@@ -386,6 +386,7 @@ class Layer:
         # the vectors read, in the first `_held_n` rows of `_held` (grown by doubling), and where each row's is
         self._held, self._held_n, self._held_at = np.zeros((0, snap.dim), np.float32), 0, None
         self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
+        self._entries: dict[int, Any] = {}  # `entry`
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
@@ -524,8 +525,15 @@ class Layer:
         self.learn_hit &= kept & ~self.named
         self.issue_hit &= kept & ~self.named
 
+    def entry(self, row: int):
+        """The entry at `row`, looked up once a recall (showing it, its id and its conflicts each ask)."""
+        got = self._entries.get(row)
+        if got is None:
+            got = self._entries[row] = self.snap.entries[row]
+        return got
+
     def shown_id(self, row: int) -> str:
-        entry = self.snap.entries[row]
+        entry = self.entry(row)
         return entry.id if self.origin == "skill" else GLOBAL_PREFIX + entry.id
 
 
@@ -536,9 +544,21 @@ class Pool:
         self.layers, self.picks = layers, picks
         self.layer = np.concatenate([np.full(len(rows), i, np.int64) for i, rows in enumerate(picks)])
         self.row = np.concatenate([np.asarray(rows, np.int64) for rows in picks])
-        self.refs = list(zip(self.layer.tolist(), self.row.tolist()))
         self.key = self._gather(lambda layer: layer.snap.id_key)
         self._vectors: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    @property
+    def refs(self) -> list[tuple[int, int]]:
+        """Every (layer, row) pair, in the pool's order."""
+        return self.refs_at(slice(None))
+
+    def refs_at(self, at) -> list[tuple[int, int]]:
+        """The (layer, row) pairs at `at` (an index array or a slice): a pool of thousands of
+        hits shows a few of them."""
+        return list(zip(self.layer[at].tolist(), self.row[at].tolist()))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -607,46 +627,52 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     ranked = Ranked()
 
     # every always-on entry, nearest to the intent first, up to always_k
-    always = [every.refs[i] for i in every.order(every.column("relevance"))]
+    always = every.refs_at(every.order(every.column("relevance")))
     kept = always[:config.always_k]
     for li, row in always[config.always_k:]:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
 
-    if learn.refs:
+    if len(learn):
         _settle(learn, MMR_POOL, weighted=True)
         value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
-        chosen = [learn.refs[i] for i in _mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k)]
-        ranked.omitted["learnings"] += len(learn.refs) - len(chosen)
+        chosen = learn.refs_at(np.array(_mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k), np.intp))
+        ranked.omitted["learnings"] += len(learn) - len(chosen)
     else:
         chosen = []
-    if not learn.refs and not issue.refs and not always and not named.refs:
+    if not len(learn) and not len(issue) and not always and not len(named):
         # nothing matched and no rule holds for every task: the single nearest issue (or the
         # strongest learning), flagged, so a vague intent is not met with nothing at all
         for layer in layers:
             layer.settle(layer.loose_rows)
         issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
-        if issues_left.refs:
-            li, row = issues_left.refs[issues_left.order(issues_left.column("relevance"), 1)[0]]
+        if len(issues_left):
+            li, row = issues_left.refs_at(issues_left.order(issues_left.column("relevance"), 1))[0]
             issue = Pool(layers, [np.array([row]) if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
         else:
             strongest = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
-            chosen = [strongest.refs[i] for i in strongest.order(strongest.column("weight"), 1)]
-        ranked.fallback = bool(issue.refs or chosen)
+            chosen = strongest.refs_at(strongest.order(strongest.column("weight"), 1))
+        ranked.fallback = bool(len(issue) or chosen)
     _settle(issue, config.issues_k, weighted=False)
     order = issue.order(issue.column("relevance"), config.issues_k)
-    ranked.omitted["issues"] += max(0, len(issue.refs) - config.issues_k)
-    issues = [issue.refs[i] for i in order]
+    ranked.omitted["issues"] += max(0, len(issue) - config.issues_k)
+    issues = issue.refs_at(order)
     # every entry of the scopes the caller named, nearest first, up to NAMED_K
-    fetched = [named.refs[i] for i in named.order(named.column("relevance"))]
+    fetched = named.refs_at(named.order(named.column("relevance")))
     for li, row in fetched[NAMED_K:]:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
     fetched = fetched[:NAMED_K]
+    matched = [*chosen, *issues, *fetched]
+
+    weight: dict[tuple[int, int], float] = {}  # each shown row's weight, a layer's at once
+    for li, layer in enumerate(layers):
+        rows = [row for at, row in [*kept, *matched] if at == li]
+        weight.update(zip([(li, row) for row in rows], layer.weight_of(rows).tolist()))
 
     def shown(li: int, row: int, is_always: bool) -> dict[str, Any]:
-        layer, e = layers[li], layers[li].snap.entries[row]
+        layer, e = layers[li], layers[li].entry(row)
         out = {"id": layer.shown_id(row), "rule": e.body, "scope": e.scope}
         if e.kind == "learning":
-            out.update(recurrence=e.recurrence, weight=round(float(layer.weight_of([row])[0]), 4))
+            out.update(recurrence=e.recurrence, weight=round(weight[li, row], 4))
         out.update(origin=layer.origin, always=is_always)
         return out
 
@@ -656,7 +682,6 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     ranked.issues += [shown(li, row, False) for li, row in issues]
     for li, row in fetched:
         (ranked.learnings if layers[li].snap.is_learning[row] else ranked.issues).append(shown(li, row, False))
-    matched = [*chosen, *issues, *fetched]
     ranked.conflicts = _conflicts(layers, [*kept, *matched], config)
     ranked.other_scopes = _other_scopes(layers, matched)  # an always-on entry says nothing of its scope's others
     return ranked
@@ -719,7 +744,7 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
 
 def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Config) -> None:
     """Drop from `pool` the global entries the judge is sure say what a skill entry in `pools` says."""
-    if skill is None or not pool.refs:
+    if skill is None or not len(pool):
         return
     theirs = np.flatnonzero(pool.layer != 0)
     if not len(theirs):
@@ -730,7 +755,7 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
     sims = pool.vectors[theirs] @ np.stack([v for v, _ in mine]).T
     drop = set()
     for t, row_sims in zip(theirs, sims):
-        li, row = pool.refs[t]
+        li, row = int(pool.layer[t]), int(pool.row[t])
         body = pool.layers[li].snap.entries[row].body
         for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
             other = skill.snap.entries[mine[m][1][1]].body
@@ -738,7 +763,7 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
                 drop.add(int(t))
                 break
     if drop:
-        mask = np.ones(len(pool.refs), bool)
+        mask = np.ones(len(pool), bool)
         mask[list(drop)] = False
         pool.keep(mask)
 
@@ -784,7 +809,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
         if at:
             vecs[at] = layer.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
-    entries = [layers[li].snap.entries[row] for li, row in refs]
+    entries = [layers[li].entry(row) for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
