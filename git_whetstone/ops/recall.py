@@ -348,6 +348,15 @@ def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray 
     return _rows_of(runs, keep, PRUNE_SHARE * snap.size)
 
 
+def _ascending(*parts: np.ndarray) -> np.ndarray:
+    """The rows of `parts` (each ascending), ascending, each once (np.unique would import numpy.ma)."""
+    parts = [part for part in parts if len(part)]
+    if len(parts) <= 1:
+        return parts[0] if parts else np.zeros(0, np.intp)
+    rows = np.sort(np.concatenate(parts))
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+
+
 def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
     """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
     rows and rows marked for every task (no intent matches them)."""
@@ -379,12 +388,17 @@ class Layer:
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
+        self.named_rows = np.flatnonzero(self.named) if wanted else np.zeros(0, np.intp)
+        self.always_rows = snap.derived("always rows", lambda: np.flatnonzero(self.always))
         cuts = config.threshold("learning_cutoff"), config.threshold("issue_cutoff")
         cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
-        # the vectors read, in the first `_held_n` rows of `_held` (grown by doubling), and where each row's is
-        self._held, self._held_n, self._held_at = np.zeros((0, snap.dim), np.float32), 0, None
+        # the vectors read, a read at a time, `_held_n` in all, and where each row's is (1 + its
+        # place among them; 0: not read)
+        self._held: list[np.ndarray] = []
+        self._held_n, self._held_at = 0, None
+        self.candidates: np.ndarray | None = None  # the rows that can be hits, ascending (None: any row)
         self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
         self._entries: dict[int, Any] = {}  # `entry`
         path = scan.kernel(snap.size, config.vector_scan)
@@ -393,17 +407,16 @@ class Layer:
             # (always-on and named: ordered by their exact relevance)
             runs = snap.derived("runs", lambda: _runs(snap.scope_of, scoped))  # the rows whose cutoff is finite
             found = candidates(snap, queries, cutoff, config.threshold("band"), runs)
-            self._held_at = np.full(snap.size, -1, np.intp)
-            chosen = np.zeros(snap.size, bool)
-            chosen[found.rows[found.exact]] = True
-            self.rows = np.flatnonzero(chosen | self.always | self.named)
+            self._held_at = np.zeros(snap.size, np.intp)
+            self.rows = _ascending(found.rows[found.exact], self.always_rows, self.named_rows)
             self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
             self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
             if not found.exact.all():
-                loose = ~found.exact & ~(self.named | self.always)[found.rows]  # those are scored exactly
+                loose = ~found.exact & ~(self.named[found.rows] | self.always[found.rows])  # those are scored exactly
                 self.loose_rows = found.rows[loose]
                 self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
                 self.loose[self.loose_rows] = True
+            self.candidates = _ascending(self.rows, self.loose_rows)
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
@@ -417,24 +430,29 @@ class Layer:
             top = self.loose_approx.max(axis=0)
             self.relevance[self.loose_rows] = top + self.loose_slack
             self.relevance_low[self.loose_rows] = top - self.loose_slack
-        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
-        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+        self.learn_hit = self._marked(self.learning, config.threshold("learning_cutoff"))
+        self.issue_hit = self._marked(self.issue, config.threshold("issue_cutoff"))
+
+    def _marked(self, kind: np.ndarray, cutoff: float) -> np.ndarray:
+        """Per row, whether it is of `kind` and its relevance reaches `cutoff` (a row that is no
+        candidate has none): worked out for the candidates only."""
+        if self.candidates is None:
+            return kind & (self.relevance >= cutoff)
+        out = np.zeros(self.snap.size, bool)
+        out[self.candidates] = kind[self.candidates] & (self.relevance[self.candidates] >= cutoff)
+        return out
+
+    def where(self, mask: np.ndarray) -> np.ndarray:
+        """The rows `mask` marks (one of the hit masks), ascending: looked for among the candidates."""
+        return np.flatnonzero(mask) if self.candidates is None else self.candidates[mask[self.candidates]]
 
     def _exact(self, rows: np.ndarray) -> np.ndarray:
         """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
         The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
         vectors = self.snap.vectors_of(rows)
-        n, m = self._held_n, self._held_n + len(rows)
-        if not n:
-            self._held = vectors
-        else:  # appended in place: settling a few times a recall copies what was read once, not each time
-            if m > len(self._held):
-                grown = np.empty((max(m, 2 * len(self._held)), self.snap.dim), np.float32)
-                grown[:n] = self._held[:n]
-                self._held = grown
-            self._held[n:m] = vectors
-        self._held_at[rows] = np.arange(n, m)
-        self._held_n = m
+        self._held.append(vectors)  # kept as read: put together only when asked for (`vectors_of`)
+        self._held_at[rows] = np.arange(self._held_n + 1, self._held_n + 1 + len(rows))
+        self._held_n += len(rows)
         return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
                 + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
 
@@ -462,12 +480,14 @@ class Layer:
         rows = np.asarray(rows, np.intp)
         if not self._held_n:
             return self.snap.vectors_of(rows)
-        at = self._held_at[rows]
+        if len(self._held) > 1:  # the reads so far as one array (once: MMR, then the conflicts ask)
+            self._held = [np.concatenate(self._held)]
+        at = self._held_at[rows] - 1
         held = at >= 0
         if held.all():
-            return self._held[at]
+            return self._held[0][at]
         out = np.empty((len(rows), self.snap.dim), np.float32)
-        out[held] = self._held[at[held]]
+        out[held] = self._held[0][at[held]]
         out[~held] = self.snap.vectors_of(rows[~held])
         return out
 
@@ -518,12 +538,13 @@ class Layer:
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
         kept = np.zeros(self.snap.size, bool)
-        kept[self.loose] = True  # surely near: the loose rows left
+        kept[self.loose_rows[self.loose[self.loose_rows]]] = True  # surely near: the loose rows left
         kept[self.rows] = near
         if len(self.loose_rows):
             kept[far] = False
-        self.learn_hit &= kept & ~self.named
-        self.issue_hit &= kept & ~self.named
+        kept[self.named_rows] = False
+        self.learn_hit &= kept
+        self.issue_hit &= kept
 
     def entry(self, row: int):
         """The entry at `row`, looked up once a recall (showing it, its id and its conflicts each ask)."""
@@ -617,10 +638,10 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf
     for layer in layers:
         layer.keep_near(floor)
-    learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
-    issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
-    every = Pool(layers, [np.flatnonzero(layer.always) for layer in layers])
-    named = Pool(layers, [np.flatnonzero(layer.named) for layer in layers])
+    learn = Pool(layers, [layer.where(layer.learn_hit) for layer in layers])
+    issue = Pool(layers, [layer.where(layer.issue_hit) for layer in layers])
+    every = Pool(layers, [layer.always_rows for layer in layers])
+    named = Pool(layers, [layer.named_rows for layer in layers])
     # A global entry that says what a skill entry returned says is not repeated: the skill's wins.
     for pool in (learn, issue, every, named):
         _drop_repeats(pool, [learn, issue, every, named], skill, config)
