@@ -394,8 +394,8 @@ class Layer:
         cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
-        # the vectors read, a read at a time, `_held_n` in all, and where each row's is (1 + its
-        # place among them; 0: not read)
+        # the vectors read, a read at a time, `_held_n` in all, and where each candidate's is (1 +
+        # its place among them; 0: not read)
         self._held: list[np.ndarray] = []
         self._held_n, self._held_at = 0, None
         self.candidates: np.ndarray | None = None  # the rows that can be hits, ascending (None: any row)
@@ -407,16 +407,16 @@ class Layer:
             # (always-on and named: ordered by their exact relevance)
             runs = snap.derived("runs", lambda: _runs(snap.scope_of, scoped))  # the rows whose cutoff is finite
             found = candidates(snap, queries, cutoff, config.threshold("band"), runs)
-            self._held_at = np.zeros(snap.size, np.intp)
             self.rows = _ascending(found.rows[found.exact], self.always_rows, self.named_rows)
-            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
-            self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
             if not found.exact.all():
                 loose = ~found.exact & ~(self.named[found.rows] | self.always[found.rows])  # those are scored exactly
                 self.loose_rows = found.rows[loose]
                 self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
                 self.loose[self.loose_rows] = True
             self.candidates = _ascending(self.rows, self.loose_rows)
+            self._held_at = np.zeros(len(self.candidates), np.intp)
+            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
+            self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
@@ -427,7 +427,7 @@ class Layer:
         self.relevance[self.rows] = relevance
         self.relevance_low = self.relevance.copy()
         if len(self.loose_rows):
-            top = self.loose_approx.max(axis=0)
+            top = _row_max(self.loose_approx.T)
             self.relevance[self.loose_rows] = top + self.loose_slack
             self.relevance_low[self.loose_rows] = top - self.loose_slack
         self.learn_hit = self._marked(self.learning, config.threshold("learning_cutoff"))
@@ -451,7 +451,7 @@ class Layer:
         The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
         vectors = self.snap.vectors_of(rows)
         self._held.append(vectors)  # kept as read: put together only when asked for (`vectors_of`)
-        self._held_at[rows] = np.arange(self._held_n + 1, self._held_n + 1 + len(rows))
+        self._held_at[np.searchsorted(self.candidates, rows)] = np.arange(self._held_n + 1, self._held_n + 1 + len(rows))
         self._held_n += len(rows)
         return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
                 + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
@@ -482,8 +482,10 @@ class Layer:
             return self.snap.vectors_of(rows)
         if len(self._held) > 1:  # the reads so far as one array (once: MMR, then the conflicts ask)
             self._held = [np.concatenate(self._held)]
-        at = self._held_at[rows] - 1
-        held = at >= 0
+        place = np.minimum(np.searchsorted(self.candidates, rows), len(self.candidates) - 1)
+        held = self.candidates[place] == rows  # (the fallback may show a row that is no candidate)
+        at = self._held_at[place] - 1
+        held &= at >= 0
         if held.all():
             return self._held[0][at]
         out = np.empty((len(rows), self.snap.dim), np.float32)
@@ -807,12 +809,12 @@ def _mmr(vectors_at, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
     sims = vectors @ vectors.T
     picked: list[int] = []
     closest = np.zeros(len(pool))
-    available = np.ones(len(pool), bool)
+    lead = MMR_LAMBDA * value  # -inf once picked
     for step in range(min(k, len(pool))):
-        score = MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest - 2.0 * (closest >= NEAR_DUPLICATE)
-        best = int(np.argmax(np.where(available, score, -np.inf)))  # the first maximum: the earliest in `order`
+        score = lead - (1 - MMR_LAMBDA) * closest - 2.0 * (closest >= NEAR_DUPLICATE)
+        best = int(np.argmax(score))  # the first maximum: the earliest in `order`
         picked.append(best)
-        available[best] = False
+        lead[best] = -np.inf
         closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
     return [int(pool[i]) for i in picked]
 
