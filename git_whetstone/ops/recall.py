@@ -450,7 +450,7 @@ class Layer:
         """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
         The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
         vectors = self.snap.vectors_of(rows)
-        self._held.append(vectors)  # kept as read: put together only when asked for (`vectors_of`)
+        self._held.append(vectors)  # kept as read, not copied (`vectors_of`)
         self._held_at[np.searchsorted(self.candidates, rows)] = np.arange(self._held_n + 1, self._held_n + 1 + len(rows))
         self._held_n += len(rows)
         return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
@@ -463,10 +463,10 @@ class Layer:
         if self._level_at is None:
             self._level_at = np.full(len(snap.scopes), -1, np.intp)
             self._levels = np.zeros((0, len(self.queries)), np.float32)
-        new = np.zeros(len(snap.scopes), bool)
-        new[scopes] = True
-        new[self._level_at >= 0] = False
-        new = np.flatnonzero(new)  # each scope not yet read, once (np.unique would import numpy.ma)
+        scopes = np.asarray(scopes, np.intp)
+        new = np.sort(scopes[self._level_at[scopes] < 0])
+        if len(new):  # each scope not yet read, once (np.unique would import numpy.ma)
+            new = new[np.concatenate(([True], new[1:] != new[:-1]))]
         if len(new):
             level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
                                snap.scope_vectors_of("phrases", new) @ self.queries.T)
@@ -480,17 +480,18 @@ class Layer:
         rows = np.asarray(rows, np.intp)
         if not self._held_n:
             return self.snap.vectors_of(rows)
-        if len(self._held) > 1:  # the reads so far as one array (once: MMR, then the conflicts ask)
-            self._held = [np.concatenate(self._held)]
         place = np.minimum(np.searchsorted(self.candidates, rows), len(self.candidates) - 1)
         held = self.candidates[place] == rows  # (the fallback may show a row that is no candidate)
         at = self._held_at[place] - 1
         held &= at >= 0
-        if held.all():
-            return self._held[0][at]
         out = np.empty((len(rows), self.snap.dim), np.float32)
-        out[held] = self._held[0][at[held]]
-        out[~held] = self.snap.vectors_of(rows[~held])
+        start = 0  # each read's rows taken from it: putting the reads together costs more (fresh pages)
+        for vectors in self._held:
+            mine = np.flatnonzero(held & (at >= start) & (at < start + len(vectors)))
+            out[mine] = vectors[at[mine] - start]
+            start += len(vectors)
+        if not held.all():
+            out[~held] = self.snap.vectors_of(rows[~held])
         return out
 
     def settle(self, rows: np.ndarray) -> np.ndarray:
@@ -739,7 +740,7 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         count = snap.derived("scope counts", lambda: np.bincount(snap.scope_of[layer.learning | layer.issue],
                                                                  minlength=len(snap.scopes)))
         counts.append(count)
-        have = np.flatnonzero(count)
+        have = snap.derived("scopes counted", lambda: np.flatnonzero(count))
         if not len(have):
             continue
         # the same key under both kinds, keys already used, and room for the approximate likeness
