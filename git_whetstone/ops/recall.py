@@ -837,18 +837,16 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
-    ids: dict[int, str] = {}  # each entry's shown id, looked up once however many pairs name it
+    # each entry's shown id and scope key once, however many pairs name it (most entries are in some)
+    ids = [layers[li].shown_id(row) for li, row in refs]
+    keys = [scope_key(e.scope) for e in entries]
     for i, j in np.argwhere(np.triu(looked, 1)).tolist():  # pairs in order: i, then j > i
-        verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
-                        same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
+        verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config, same_scope=keys[i] == keys[j])
         if verdict.relation == CONTRADICTS:
             reason = verdict.reason
         elif verdict.relation == UNSURE and verdict.opposed:
             reason = f"may contradict: {verdict.reason}"
         else:
             continue
-        for at in (i, j):
-            if at not in ids:
-                ids[at] = layers[refs[at][0]].shown_id(refs[at][1])
         found.append({"ids": [ids[i], ids[j]], "reason": reason})
     return found
