@@ -570,6 +570,7 @@ class Pool:
         self.row = np.concatenate([np.asarray(rows, np.int64) for rows in picks])
         self.key = self._gather(lambda layer: layer.snap.id_key)
         self._vectors: np.ndarray | None = None
+        self._weight: np.ndarray | None = None
 
     def __len__(self) -> int:
         return len(self.row)
@@ -602,8 +603,10 @@ class Pool:
         return np.concatenate([get(layer)[rows] for layer, rows in zip(self.layers, self.picks)])
 
     def column(self, name: str) -> np.ndarray:
-        if name == "weight":
-            return np.concatenate([layer.weight_of(rows) for layer, rows in zip(self.layers, self.picks)])
+        if name == "weight":  # the same today however often asked (settling, then ranking): once
+            if self._weight is None:
+                self._weight = np.concatenate([layer.weight_of(rows) for layer, rows in zip(self.layers, self.picks)])
+            return self._weight
         return self._gather(lambda layer: getattr(layer, name)).astype(np.float64)
 
     def keep(self, mask: np.ndarray) -> None:
