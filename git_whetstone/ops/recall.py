@@ -348,6 +348,15 @@ def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray 
     return _rows_of(runs, keep, PRUNE_SHARE * snap.size)
 
 
+def _ascending(*parts: np.ndarray) -> np.ndarray:
+    """The rows of `parts` (each ascending), ascending, each once (np.unique would import numpy.ma)."""
+    parts = [part for part in parts if len(part)]
+    if len(parts) <= 1:
+        return parts[0] if parts else np.zeros(0, np.intp)
+    rows = np.sort(np.concatenate(parts))
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+
+
 def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
     """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
     rows and rows marked for every task (no intent matches them)."""
@@ -379,30 +388,35 @@ class Layer:
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
+        self.named_rows = np.flatnonzero(self.named) if wanted else np.zeros(0, np.intp)
+        self.always_rows = snap.derived("always rows", lambda: np.flatnonzero(self.always))
         cuts = config.threshold("learning_cutoff"), config.threshold("issue_cutoff")
         cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
-        # the vectors read, in the first `_held_n` rows of `_held` (grown by doubling), and where each row's is
-        self._held, self._held_n, self._held_at = np.zeros((0, snap.dim), np.float32), 0, None
+        # the vectors read, a read at a time, `_held_n` in all, and where each candidate's is (1 +
+        # its place among them; 0: not read)
+        self._held: list[np.ndarray] = []
+        self._held_n, self._held_at = 0, None
+        self.candidates: np.ndarray | None = None  # the rows that can be hits, ascending (None: any row)
         self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
+        self._entries: dict[int, Any] = {}  # `entry`
         path = scan.kernel(snap.size, config.vector_scan)
         if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # the rows whose exact score could change the answer, and those returned whatever it is
             # (always-on and named: ordered by their exact relevance)
             runs = snap.derived("runs", lambda: _runs(snap.scope_of, scoped))  # the rows whose cutoff is finite
             found = candidates(snap, queries, cutoff, config.threshold("band"), runs)
-            self._held_at = np.full(snap.size, -1, np.intp)
-            chosen = np.zeros(snap.size, bool)
-            chosen[found.rows[found.exact]] = True
-            self.rows = np.flatnonzero(chosen | self.always | self.named)
-            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
-            self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
+            self.rows = _ascending(found.rows[found.exact], self.always_rows, self.named_rows)
             if not found.exact.all():
-                loose = ~found.exact & ~(self.named | self.always)[found.rows]  # those are scored exactly
+                loose = ~found.exact & ~(self.named[found.rows] | self.always[found.rows])  # those are scored exactly
                 self.loose_rows = found.rows[loose]
                 self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
                 self.loose[self.loose_rows] = True
+            self.candidates = _ascending(self.rows, self.loose_rows)
+            self._held_at = np.zeros(len(self.candidates), np.intp)
+            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
+            self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
         else:  # every row, exactly
             self.rows = np.arange(snap.size)
             scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
@@ -413,27 +427,32 @@ class Layer:
         self.relevance[self.rows] = relevance
         self.relevance_low = self.relevance.copy()
         if len(self.loose_rows):
-            top = self.loose_approx.max(axis=0)
+            top = _row_max(self.loose_approx.T)
             self.relevance[self.loose_rows] = top + self.loose_slack
             self.relevance_low[self.loose_rows] = top - self.loose_slack
-        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
-        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+        self.learn_hit = self._marked(self.learning, config.threshold("learning_cutoff"))
+        self.issue_hit = self._marked(self.issue, config.threshold("issue_cutoff"))
+
+    def _marked(self, kind: np.ndarray, cutoff: float) -> np.ndarray:
+        """Per row, whether it is of `kind` and its relevance reaches `cutoff` (a row that is no
+        candidate has none): worked out for the candidates only."""
+        if self.candidates is None:
+            return kind & (self.relevance >= cutoff)
+        out = np.zeros(self.snap.size, bool)
+        out[self.candidates] = kind[self.candidates] & (self.relevance[self.candidates] >= cutoff)
+        return out
+
+    def where(self, mask: np.ndarray) -> np.ndarray:
+        """The rows `mask` marks (one of the hit masks), ascending: looked for among the candidates."""
+        return np.flatnonzero(mask) if self.candidates is None else self.candidates[mask[self.candidates]]
 
     def _exact(self, rows: np.ndarray) -> np.ndarray:
         """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
         The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
         vectors = self.snap.vectors_of(rows)
-        n, m = self._held_n, self._held_n + len(rows)
-        if not n:
-            self._held = vectors
-        else:  # appended in place: settling a few times a recall copies what was read once, not each time
-            if m > len(self._held):
-                grown = np.empty((max(m, 2 * len(self._held)), self.snap.dim), np.float32)
-                grown[:n] = self._held[:n]
-                self._held = grown
-            self._held[n:m] = vectors
-        self._held_at[rows] = np.arange(n, m)
-        self._held_n = m
+        self._held.append(vectors)  # kept as read, not copied (`vectors_of`)
+        self._held_at[np.searchsorted(self.candidates, rows)] = np.arange(self._held_n + 1, self._held_n + 1 + len(rows))
+        self._held_n += len(rows)
         return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
                 + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
 
@@ -444,10 +463,10 @@ class Layer:
         if self._level_at is None:
             self._level_at = np.full(len(snap.scopes), -1, np.intp)
             self._levels = np.zeros((0, len(self.queries)), np.float32)
-        new = np.zeros(len(snap.scopes), bool)
-        new[scopes] = True
-        new[self._level_at >= 0] = False
-        new = np.flatnonzero(new)  # each scope not yet read, once (np.unique would import numpy.ma)
+        scopes = np.asarray(scopes, np.intp)
+        new = np.sort(scopes[self._level_at[scopes] < 0])
+        if len(new):  # each scope not yet read, once (np.unique would import numpy.ma)
+            new = new[np.concatenate(([True], new[1:] != new[:-1]))]
         if len(new):
             level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
                                snap.scope_vectors_of("phrases", new) @ self.queries.T)
@@ -461,13 +480,18 @@ class Layer:
         rows = np.asarray(rows, np.intp)
         if not self._held_n:
             return self.snap.vectors_of(rows)
-        at = self._held_at[rows]
-        held = at >= 0
-        if held.all():
-            return self._held[at]
+        place = np.minimum(np.searchsorted(self.candidates, rows), len(self.candidates) - 1)
+        held = self.candidates[place] == rows  # (the fallback may show a row that is no candidate)
+        at = self._held_at[place] - 1
+        held &= at >= 0
         out = np.empty((len(rows), self.snap.dim), np.float32)
-        out[held] = self._held[at[held]]
-        out[~held] = self.snap.vectors_of(rows[~held])
+        start = 0  # each read's rows taken from it: putting the reads together costs more (fresh pages)
+        for vectors in self._held:
+            mine = np.flatnonzero(held & (at >= start) & (at < start + len(vectors)))
+            out[mine] = vectors[at[mine] - start]
+            start += len(vectors)
+        if not held.all():
+            out[~held] = self.snap.vectors_of(rows[~held])
         return out
 
     def settle(self, rows: np.ndarray) -> np.ndarray:
@@ -517,15 +541,23 @@ class Layer:
         for j in range(1, len(floor)):
             near |= self.per_clause[:, j] >= floor[j]
         kept = np.zeros(self.snap.size, bool)
-        kept[self.loose] = True  # surely near: the loose rows left
+        kept[self.loose_rows[self.loose[self.loose_rows]]] = True  # surely near: the loose rows left
         kept[self.rows] = near
         if len(self.loose_rows):
             kept[far] = False
-        self.learn_hit &= kept & ~self.named
-        self.issue_hit &= kept & ~self.named
+        kept[self.named_rows] = False
+        self.learn_hit &= kept
+        self.issue_hit &= kept
+
+    def entry(self, row: int):
+        """The entry at `row`, looked up once a recall (showing it, its id and its conflicts each ask)."""
+        got = self._entries.get(row)
+        if got is None:
+            got = self._entries[row] = self.snap.entries[row]
+        return got
 
     def shown_id(self, row: int) -> str:
-        entry = self.snap.entries[row]
+        entry = self.entry(row)
         return entry.id if self.origin == "skill" else GLOBAL_PREFIX + entry.id
 
 
@@ -536,9 +568,22 @@ class Pool:
         self.layers, self.picks = layers, picks
         self.layer = np.concatenate([np.full(len(rows), i, np.int64) for i, rows in enumerate(picks)])
         self.row = np.concatenate([np.asarray(rows, np.int64) for rows in picks])
-        self.refs = list(zip(self.layer.tolist(), self.row.tolist()))
         self.key = self._gather(lambda layer: layer.snap.id_key)
         self._vectors: np.ndarray | None = None
+        self._weight: np.ndarray | None = None
+
+    def __len__(self) -> int:
+        return len(self.row)
+
+    @property
+    def refs(self) -> list[tuple[int, int]]:
+        """Every (layer, row) pair, in the pool's order."""
+        return self.refs_at(slice(None))
+
+    def refs_at(self, at) -> list[tuple[int, int]]:
+        """The (layer, row) pairs at `at` (an index array or a slice): a pool of thousands of
+        hits shows a few of them."""
+        return list(zip(self.layer[at].tolist(), self.row[at].tolist()))
 
     @property
     def vectors(self) -> np.ndarray:
@@ -558,8 +603,10 @@ class Pool:
         return np.concatenate([get(layer)[rows] for layer, rows in zip(self.layers, self.picks)])
 
     def column(self, name: str) -> np.ndarray:
-        if name == "weight":
-            return np.concatenate([layer.weight_of(rows) for layer, rows in zip(self.layers, self.picks)])
+        if name == "weight":  # the same today however often asked (settling, then ranking): once
+            if self._weight is None:
+                self._weight = np.concatenate([layer.weight_of(rows) for layer, rows in zip(self.layers, self.picks)])
+            return self._weight
         return self._gather(lambda layer: getattr(layer, name)).astype(np.float64)
 
     def keep(self, mask: np.ndarray) -> None:
@@ -597,56 +644,62 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf
     for layer in layers:
         layer.keep_near(floor)
-    learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
-    issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
-    every = Pool(layers, [np.flatnonzero(layer.always) for layer in layers])
-    named = Pool(layers, [np.flatnonzero(layer.named) for layer in layers])
+    learn = Pool(layers, [layer.where(layer.learn_hit) for layer in layers])
+    issue = Pool(layers, [layer.where(layer.issue_hit) for layer in layers])
+    every = Pool(layers, [layer.always_rows for layer in layers])
+    named = Pool(layers, [layer.named_rows for layer in layers])
     # A global entry that says what a skill entry returned says is not repeated: the skill's wins.
     for pool in (learn, issue, every, named):
         _drop_repeats(pool, [learn, issue, every, named], skill, config)
     ranked = Ranked()
 
     # every always-on entry, nearest to the intent first, up to always_k
-    always = [every.refs[i] for i in every.order(every.column("relevance"))]
+    always = every.refs_at(every.order(every.column("relevance")))
     kept = always[:config.always_k]
     for li, row in always[config.always_k:]:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
 
-    if learn.refs:
+    if len(learn):
         _settle(learn, MMR_POOL, weighted=True)
         value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
-        chosen = [learn.refs[i] for i in _mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k)]
-        ranked.omitted["learnings"] += len(learn.refs) - len(chosen)
+        chosen = learn.refs_at(np.array(_mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k), np.intp))
+        ranked.omitted["learnings"] += len(learn) - len(chosen)
     else:
         chosen = []
-    if not learn.refs and not issue.refs and not always and not named.refs:
+    if not len(learn) and not len(issue) and not always and not len(named):
         # nothing matched and no rule holds for every task: the single nearest issue (or the
         # strongest learning), flagged, so a vague intent is not met with nothing at all
         for layer in layers:
             layer.settle(layer.loose_rows)
         issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
-        if issues_left.refs:
-            li, row = issues_left.refs[issues_left.order(issues_left.column("relevance"), 1)[0]]
+        if len(issues_left):
+            li, row = issues_left.refs_at(issues_left.order(issues_left.column("relevance"), 1))[0]
             issue = Pool(layers, [np.array([row]) if i == li else np.zeros(0, np.int64) for i in range(len(layers))])
         else:
             strongest = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
-            chosen = [strongest.refs[i] for i in strongest.order(strongest.column("weight"), 1)]
-        ranked.fallback = bool(issue.refs or chosen)
+            chosen = strongest.refs_at(strongest.order(strongest.column("weight"), 1))
+        ranked.fallback = bool(len(issue) or chosen)
     _settle(issue, config.issues_k, weighted=False)
     order = issue.order(issue.column("relevance"), config.issues_k)
-    ranked.omitted["issues"] += max(0, len(issue.refs) - config.issues_k)
-    issues = [issue.refs[i] for i in order]
+    ranked.omitted["issues"] += max(0, len(issue) - config.issues_k)
+    issues = issue.refs_at(order)
     # every entry of the scopes the caller named, nearest first, up to NAMED_K
-    fetched = [named.refs[i] for i in named.order(named.column("relevance"))]
+    fetched = named.refs_at(named.order(named.column("relevance")))
     for li, row in fetched[NAMED_K:]:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
     fetched = fetched[:NAMED_K]
+    matched = [*chosen, *issues, *fetched]
+
+    weight: dict[tuple[int, int], float] = {}  # each shown row's weight, a layer's at once
+    for li, layer in enumerate(layers):
+        rows = [row for at, row in [*kept, *matched] if at == li]
+        weight.update(zip([(li, row) for row in rows], layer.weight_of(rows).tolist()))
 
     def shown(li: int, row: int, is_always: bool) -> dict[str, Any]:
-        layer, e = layers[li], layers[li].snap.entries[row]
+        layer, e = layers[li], layers[li].entry(row)
         out = {"id": layer.shown_id(row), "rule": e.body, "scope": e.scope}
         if e.kind == "learning":
-            out.update(recurrence=e.recurrence, weight=round(float(layer.weight_of([row])[0]), 4))
+            out.update(recurrence=e.recurrence, weight=round(weight[li, row], 4))
         out.update(origin=layer.origin, always=is_always)
         return out
 
@@ -656,7 +709,6 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     ranked.issues += [shown(li, row, False) for li, row in issues]
     for li, row in fetched:
         (ranked.learnings if layers[li].snap.is_learning[row] else ranked.issues).append(shown(li, row, False))
-    matched = [*chosen, *issues, *fetched]
     ranked.conflicts = _conflicts(layers, [*kept, *matched], config)
     ranked.other_scopes = _other_scopes(layers, matched)  # an always-on entry says nothing of its scope's others
     return ranked
@@ -691,7 +743,7 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         count = snap.derived("scope counts", lambda: np.bincount(snap.scope_of[layer.learning | layer.issue],
                                                                  minlength=len(snap.scopes)))
         counts.append(count)
-        have = np.flatnonzero(count)
+        have = snap.derived("scopes counted", lambda: np.flatnonzero(count))
         if not len(have):
             continue
         # the same key under both kinds, keys already used, and room for the approximate likeness
@@ -719,7 +771,7 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
 
 def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Config) -> None:
     """Drop from `pool` the global entries the judge is sure say what a skill entry in `pools` says."""
-    if skill is None or not pool.refs:
+    if skill is None or not len(pool):
         return
     theirs = np.flatnonzero(pool.layer != 0)
     if not len(theirs):
@@ -730,7 +782,7 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
     sims = pool.vectors[theirs] @ np.stack([v for v, _ in mine]).T
     drop = set()
     for t, row_sims in zip(theirs, sims):
-        li, row = pool.refs[t]
+        li, row = int(pool.layer[t]), int(pool.row[t])
         body = pool.layers[li].snap.entries[row].body
         for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
             other = skill.snap.entries[mine[m][1][1]].body
@@ -738,7 +790,7 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
                 drop.add(int(t))
                 break
     if drop:
-        mask = np.ones(len(pool.refs), bool)
+        mask = np.ones(len(pool), bool)
         mask[list(drop)] = False
         pool.keep(mask)
 
@@ -761,12 +813,12 @@ def _mmr(vectors_at, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
     sims = vectors @ vectors.T
     picked: list[int] = []
     closest = np.zeros(len(pool))
-    available = np.ones(len(pool), bool)
+    lead = MMR_LAMBDA * value  # -inf once picked
     for step in range(min(k, len(pool))):
-        score = MMR_LAMBDA * value - (1 - MMR_LAMBDA) * closest - 2.0 * (closest >= NEAR_DUPLICATE)
-        best = int(np.argmax(np.where(available, score, -np.inf)))  # the first maximum: the earliest in `order`
+        score = lead - (1 - MMR_LAMBDA) * closest - 2.0 * (closest >= NEAR_DUPLICATE)
+        best = int(np.argmax(score))  # the first maximum: the earliest in `order`
         picked.append(best)
-        available[best] = False
+        lead[best] = -np.inf
         closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
     return [int(pool[i]) for i in picked]
 
@@ -784,22 +836,20 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
         if at:
             vecs[at] = layer.vectors_of([refs[i][1] for i in at])
     sims = vecs @ vecs.T
-    entries = [layers[li].snap.entries[row] for li, row in refs]
+    entries = [layers[li].entry(row) for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or
     # nothing in the two that could oppose (the judge would find neither kind of conflict)
     looked = (sims >= config.threshold("candidate")) & may_oppose([read(e.body) for e in entries])
-    ids: dict[int, str] = {}  # each entry's shown id, looked up once however many pairs name it
+    # each entry's shown id and scope key once, however many pairs name it (most entries are in some)
+    ids = [layers[li].shown_id(row) for li, row in refs]
+    keys = [scope_key(e.scope) for e in entries]
     for i, j in np.argwhere(np.triu(looked, 1)).tolist():  # pairs in order: i, then j > i
-        verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config,
-                        same_scope=scope_key(entries[i].scope) == scope_key(entries[j].scope))
+        verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config, same_scope=keys[i] == keys[j])
         if verdict.relation == CONTRADICTS:
             reason = verdict.reason
         elif verdict.relation == UNSURE and verdict.opposed:
             reason = f"may contradict: {verdict.reason}"
         else:
             continue
-        for at in (i, j):
-            if at not in ids:
-                ids[at] = layers[refs[at][0]].shown_id(refs[at][1])
         found.append({"ids": [ids[i], ids[j]], "reason": reason})
     return found
