@@ -509,3 +509,55 @@ def test_install_man_lets_git_help_open_the_page(store_root: Path, tmp_path: Pat
     for args in (["help", "whetstone"], ["whetstone", "--help"]):
         proc = subprocess.run(["git", *args], capture_output=True, text=True, env=env)
         assert "git-whetstone - a git-native memory" in proc.stdout, (args, proc.stderr)
+
+
+def test_a_commit_of_many_files_writes_their_blobs_as_one_pack(tmp_path: Path, monkeypatch) -> None:
+    """From `PACKED_FROM` files a commit puts their contents into git as one pack before staging
+    them: it commits what is on disk (the same tree a commit of the files one loose object each
+    makes: files added, changed and removed; a file changed after the pack was made is committed
+    as it is then), leaves no loose object of them, and the repository checks clean."""
+    from git_whetstone.git import runner
+
+    monkeypatch.setenv("GIT_AUTHOR_NAME", "t")
+    monkeypatch.setenv("GIT_AUTHOR_EMAIL", "t@example.invalid")
+    monkeypatch.setenv("GIT_COMMITTER_NAME", "t")
+    monkeypatch.setenv("GIT_COMMITTER_EMAIL", "t@example.invalid")
+    trees = []
+    for packed in (True, False):
+        repo = tmp_path / f"repo-{packed}"
+        git(tmp_path, "init", "-q", str(repo))
+        names = [f"learnings/f{n:03d}.md" for n in range(300)]
+        (repo / "learnings").mkdir()
+        for n, name in enumerate(names):
+            (repo / name).write_text(f"first {n}\n")
+        git(repo, "add", "-A")
+        git(repo, "commit", "-qm", "first")
+        git(repo, "gc", "-q")  # every object so far packed: what is loose after is the commit's
+        for n, name in enumerate(names):
+            if n % 10 == 0:
+                (repo / name).unlink()
+            else:
+                (repo / name).write_text(f"second {n}\n" * (n % 7 + 1))
+        names += [f"issues/new{n}.md" for n in range(3)]
+        (repo / "issues").mkdir()
+        for name in names[-3:]:
+            (repo / name).write_text("new\n")
+        names.append("learnings/never.md")  # in neither the disk nor the index: skipped
+        pack = runner._pack_blobs
+
+        def pack_then_change(at: Path, paths: list[str], hold) -> None:
+            pack(at, paths, hold)
+            (at / names[1]).write_text("changed after the pack was made\n")
+        monkeypatch.setattr(runner, "PACKED_FROM", 256 if packed else 10_000)
+        monkeypatch.setattr(runner, "_pack_blobs", pack_then_change)
+        if not packed:
+            (repo / names[1]).write_text("changed after the pack was made\n")
+        runner.commit(repo, "second", names)
+        monkeypatch.setattr(runner, "_pack_blobs", pack)
+        trees.append(git(repo, "rev-parse", "HEAD^{tree}").stdout)
+        loose = [p for p in (repo / ".git" / "objects").glob("??/*")]
+        assert (len(loose) <= 5) if packed else (len(loose) > 200)  # the commit, its trees and the changed file
+        assert git(repo, "status", "--porcelain").stdout == ""
+        assert git(repo, "show", f"HEAD:{names[1]}").stdout == "changed after the pack was made\n"
+        fsck(repo)
+    assert trees[0] == trees[1]
