@@ -607,11 +607,14 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
     for scope, ids in sorted(churned.items()):
         churn.append({"scope": scope, "entries": sorted(set(ids))})
     in_order = sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:])))
+    ages: dict[str, int] = {}  # first_seen -> days since (a store's dates repeat: a few hundred days)
     for entry_id, entry in in_order:
         if entry.kind != "learning" or not entry.first_seen:
             continue
         seen = surfaced.get(entry_id)
-        age = (day - dt.date.fromisoformat(entry.first_seen)).days
+        age = ages.get(entry.first_seen)
+        if age is None:
+            age = ages[entry.first_seen] = (day - dt.date.fromisoformat(entry.first_seen)).days
         if age >= STALE_DAYS and (seen is None or (day - seen).days >= STALE_DAYS):
             stale.append({"id": entry_id, "scope": entry.scope,
                           "last_surfaced": seen.isoformat() if seen else None})
