@@ -99,8 +99,6 @@ def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) 
     """
     mixed = _staged_elsewhere(repo, paths)
     listed = "\0".join(paths)  # paths go through stdin: a compaction may touch thousands of files
-    if len(paths) >= PACKED_FROM:
-        _pack_blobs(repo, paths, hold)
     # Each path staged as it is on disk, gone from git's index if gone from the disk (a path in
     # neither is skipped). Exact names, not pathspecs: `git add -A` and `git rm --cached` match
     # every pathspec against every file git tracks (3.5 s for the 6,300 files a 100k compact writes).
@@ -119,30 +117,6 @@ def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) 
         note.unlink(missing_ok=True)
     _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
     maybe_gc(repo)
-
-
-PACKED_FROM = 256  # files in one commit from which their contents go into git as one pack
-
-
-def _pack_blobs(repo: Path, paths: list[str], hold: int | None) -> None:
-    """Put the contents of `paths` (those on disk) into git's object store as one pack (`git
-    fast-import`, no deltas), before `update-index` stages them: it then finds each blob there and
-    writes nothing, where it would write a loose object for each, a file in one of 256 folders (3 s
-    of mostly the system's time for the 6,300 files a compaction at 100,000 entries writes, against
-    1 s). Staging stays `update-index`'s alone (what it reads on disk is what is committed: a file
-    changed in between is stored by it as before); an unused blob (a write killed before its
-    commit) waits in the pack for git's gc like any other."""
-    stream = bytearray()
-    for rel in paths:
-        try:
-            data = (repo / rel).read_bytes()
-        except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
-            continue  # (removed, or not a file: update-index says what it says of it)
-        stream += b"blob\ndata %d\n" % len(data)
-        stream += data
-        stream += b"\n"
-    if stream:  # (if git cannot, update-index writes them as before)
-        run(repo, "fast-import", "--quiet", "--depth=0", input=bytes(stream), binary=True, hold=hold, check=False)
 
 
 # git's index (.git/index) as this process left it after its last commit, per repository: while
@@ -209,14 +183,12 @@ def revert_head(repo: Path) -> None:
 
 def maybe_gc(repo: Path) -> None:
     """Pack loose objects once there are many, estimated as git itself does (one fan-out directory
-    times 256), or the packs once there are more than 50 (a big commit adds one, `_pack_blobs`), so
-    a store with thousands of captures stays fast without a gc on every commit."""
-    def count(folder: str, suffix: str = "") -> int:
-        try:
-            return sum(name.endswith(suffix) for name in os.listdir(repo / ".git" / "objects" / folder))
-        except OSError:
-            return 0
-    if count("17") * 256 > 6700 or count("pack", ".pack") > 50:  # (git's gc.auto and gc.autoPackLimit)
+    times 256), so a store with thousands of captures stays fast without a gc on every commit."""
+    try:
+        loose = len(os.listdir(repo / ".git" / "objects" / "17"))
+    except OSError:
+        return
+    if loose * 256 > 6700:
         run(repo, "gc", "--auto", "--quiet", check=False)
 
 
