@@ -804,3 +804,15 @@ def test_the_reader_reads_what_the_plain_reader_read() -> None:
                  tuple(b.provenance)) for b in parsed.blocks], text
             found += 1
     assert found > 80
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(["## L1 · a", "## L12 · b", "## I3 · c", "## L0 · d", "## L1٣ · e", "##  L4 · f",
+                                 "## L5 ·", "## L6", "text", "", "## I7 · g\r", " ## L8 · h"]), max_size=12))
+def test_the_set_of_heading_ids_is_what_heading_ids_finds(lines: list[str]) -> None:
+    """`heading_id_set` (the journal's staging order asks it of every file of a change) holds the
+    ids `heading_ids` lists, whatever the lines around them."""
+    from git_whetstone.format.ids import heading_id_set, heading_ids
+
+    text = "\n".join(lines)
+    assert heading_id_set(text) == {bid for bid, _ in heading_ids(text)}

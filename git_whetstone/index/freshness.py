@@ -51,6 +51,14 @@ def stamp_of(st: os.stat_result) -> str:
     return f"{st.st_size}:{st.st_mtime_ns}:{st.st_ino}"
 
 
+def _size(stamp: str) -> int:
+    """The size a stamp holds (`stamp_of`)."""
+    try:
+        return int(stamp.split(":", 1)[0])
+    except ValueError:
+        return 0
+
+
 def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[str] | None]:
     """What changed since `snap` was brought up to date: (None, None) when nothing did, else the
     new stamps and the paths that may differ (None: any may). The first recheck of a snapshot
@@ -213,6 +221,11 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             to_read = [path for path in changed if path not in held] if held else changed
             many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
             start, files, rows_read = snap.size, 0, 0
+            # room for all the rows is made once, foreseen from the bytes read so far (their stamps
+            # hold their sizes): by the share of files read, a store whose big files come late
+            # grew its matrices (150 MB at 100,000 rows) again and again
+            size = {path: _size(stamps[path]) for path in to_read}
+            total, bytes_read = sum(size.values()), 0
             # the vectors the records of the files read again and removed hold: the new records take
             # those of their texts (a compact moves most of a merged scope's texts to another file),
             # and only the others are kept in `vectors`, by the last save
@@ -224,11 +237,12 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                     if many:
                         rows.unparse()
                 files += len(batch)
+                bytes_read += sum(size[path] for path, _, _ in batch)
                 if held:
                     held.update((path, rows) for path, rows, _ in batch)
                     continue
                 if files < len(changed):  # more batches to come (from the workers): room for them all, once
-                    snap.grow_rows(start + rows_read * len(changed) * 9 // (8 * files))
+                    snap.grow_rows(start + rows_read * 9 * max(total, 1) // (8 * max(bytes_read, 1)))
                 snap.add_files([(path, rows) for path, rows, _ in batch])
                 if files < len(changed):
                     # while the workers make the next batches: this one saved (a short transaction of

@@ -181,6 +181,7 @@ class Keys:
         self.used: dict[str, str] = {}       # text hash -> key, for every text looked at
         self.read = 0                        # texts whose key was not saved
         self.hashes: dict[str, str] = {}     # text -> its hash (a run asks for each body's more than once)
+        self.config: tuple[Config, bytes] | None = None  # the configuration a digest starts with, and its bytes
         # A scope's duplicates by the digest of all they depend on (see `digest`): a scope nobody
         # changed since the last compact is not judged again. (Its look-alikes are not kept: their
         # unsure pairs and cosines made the file tens of MB at 100,000 entries, slower to read
@@ -216,14 +217,18 @@ class Keys:
         """Everything a scope's same-rule verdicts depend on: the configuration, and its rows
         in order (id, scope as written, rule, vector). The keys saved for its rules are kept too:
         a scope not judged again still has its rules looked at."""
-        h = hashlib.sha1(f"{config!r}\0".encode())
+        if self.config is None or self.config[0] is not config:
+            self.config = (config, f"{config!r}\0".encode())
+        h = hashlib.sha1(self.config[1])
+        parts = []
         for i in rows:
             e = entries[i]
             digest = self.hash(e.body)
             key = self.saved.get(digest)
             if key is not None:
                 self.used[digest] = key
-            h.update(f"{e.id}\0{e.scope}\0{digest}\0".encode())
+            parts.append(f"{e.id}\0{e.scope}\0{digest}\0")
+        h.update("".join(parts).encode())  # (the bytes one update a row gave)
         h.update(np.ascontiguousarray(snap.vectors[rows]).tobytes())
         return h.hexdigest()
 
@@ -304,8 +309,8 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
 
     # 1. scopes that mean the same, per kind: one spelling, one file
     members: dict[int, list[int]] = {}
-    for i in alive:
-        members.setdefault(int(snap.scope_of[i]), []).append(i)
+    for i, n in zip(alive, snap.scope_of[alive].tolist()):
+        members.setdefault(n, []).append(i)
     for kind in ("learning", "issue"):
         numbers = [n for n in sorted(members) if snap.scopes[n][0] == kind]
         if not numbers:
@@ -551,7 +556,8 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             return None
 
     entries = entries if entries is not None else rows_of(snap)
-    live = {e.id: e for e in entries if e is not None and snap.by_id.get(e.id) is not None}
+    held = {entries[i].id for i in snap.by_key.values()}  # the ids of the live rows
+    live = {e.id: e for e in entries if e is not None and e.id in held}
     harden, churn, stale, unresolved = [], [], [], []
     intents: set[str] = set()                # the different tasks recalled lately (by their content words)
     recalled_for: dict[str, set[str]] = {}   # entry id -> the different tasks it was recalled for
@@ -601,11 +607,14 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
     for scope, ids in sorted(churned.items()):
         churn.append({"scope": scope, "entries": sorted(set(ids))})
     in_order = sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:])))
+    ages: dict[str, int] = {}  # first_seen -> days since (a store's dates repeat: a few hundred days)
     for entry_id, entry in in_order:
         if entry.kind != "learning" or not entry.first_seen:
             continue
         seen = surfaced.get(entry_id)
-        age = (day - dt.date.fromisoformat(entry.first_seen)).days
+        age = ages.get(entry.first_seen)
+        if age is None:
+            age = ages[entry.first_seen] = (day - dt.date.fromisoformat(entry.first_seen)).days
         if age >= STALE_DAYS and (seen is None or (day - seen).days >= STALE_DAYS):
             stale.append({"id": entry_id, "scope": entry.scope,
                           "last_surfaced": seen.isoformat() if seen else None})
@@ -643,9 +652,6 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
     entries = entries if entries is not None else rows_of(snap)
     keys = keys if keys is not None else Keys()
     grey = config.threshold("grey")
-    by_scope: dict[str, list[int]] = {}
-    for i in np.flatnonzero(snap.alive).tolist():
-        by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
     found = []
     rest: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # unsure by their keys: (old rows, new rows, cosines)
 
@@ -657,10 +663,7 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
                           "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
                           "rules": [old.body, new.body], "scope": old.scope})
 
-    for rows in by_scope.values():
-        if len(rows) < 2:
-            continue
-        rows.sort(key=lambda i: snap.id_key[i])
+    for rows in _by_scope(snap, every_pair):
         sims = snap.vectors[rows] @ snap.vectors[rows].T
         pairs = np.argwhere(np.triu(sims >= grey, 1))
         if not every_pair and len(pairs):
@@ -692,6 +695,27 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
             look(old_row, new_row, sim)
     found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
     return found[:limit]
+
+
+def _by_scope(snap: Snapshot, one_by_one: bool = False) -> list[list[int]]:
+    """The live rows of each scope (by its key, learnings and issues together) that holds two or
+    more, each sorted by id; in an order of scopes that means nothing. Grouped over arrays
+    (`one_by_one`: row by row, the reference the tests compare with)."""
+    alive = np.flatnonzero(snap.alive)
+    if one_by_one:
+        by_scope: dict[str, list[int]] = {}
+        for i in alive.tolist():
+            by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
+        return [sorted(rows, key=lambda i: snap.id_key[i]) for rows in by_scope.values() if len(rows) > 1]
+    number: dict[str, int] = {}
+    key_of = np.array([number.setdefault(key, len(number)) for _, key, _ in snap.scopes] or [0], np.int64)
+    group = key_of[snap.scope_of[alive]]
+    order = np.lexsort((snap.id_key[alive], group))
+    rows, group = alive[order], group[order]
+    cuts = np.flatnonzero(np.diff(group)) + 1
+    starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(rows)]])
+    rows = rows.tolist()
+    return [rows[a:b] for a, b in zip(starts.tolist(), ends.tolist()) if b - a > 1]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:

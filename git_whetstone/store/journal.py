@@ -19,7 +19,7 @@ from typing import Callable
 
 from ..base.errors import WhetstoneError
 from ..base.files import read_or_none, write_atomic, write_many_atomic
-from ..format.ids import heading_ids
+from ..format.ids import heading_id_set
 from ..git.locks import Busy, clear_stale_git_locks
 from ..git import runner
 from . import events
@@ -72,7 +72,7 @@ def write_stages(old: dict[Path, bytes | None], new: dict[Path, bytes | None]) -
     gain no id first (removals, edits, a block's old home), then those that gain one, then
     next_ids.json (a stage's files in any order; an empty stage is left out)."""
     def ids(data: bytes | None) -> set[str]:
-        return {bid for bid, _ in heading_ids((data or b"").decode("utf-8", "replace"))}
+        return heading_id_set((data or b"").decode("utf-8", "replace"))
 
     def gains(path: Path) -> bool:  # (a file removed or emptied gains nothing: its old text is not read)
         return bool(new[path]) and bool(ids(new[path]) - ids(old[path]))
