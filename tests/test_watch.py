@@ -6,6 +6,7 @@ inotify, real files; the last test compares a long-lived process watching severa
 fresh process."""
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -141,6 +142,7 @@ def test_the_instance_closed_under_us_makes_every_watch_rescan_and_the_next_star
 
 def test_a_forked_child_never_drains_the_parents_events(tmp_path: Path) -> None:
     a = _start(tmp_path / "a")
+    _store(tmp_path / "b")
     (tmp_path / "a" / "learnings" / "before.md").write_text("x")
     pid = os.fork()
     if pid == 0:  # the child: the parent's watch is not its own; a watch of its own works
@@ -153,7 +155,6 @@ def test_a_forked_child_never_drains_the_parents_events(tmp_path: Path) -> None:
                 code = 0 if mine is not None and mine.changes() == {"issues/child.md"} else 2
         finally:
             os._exit(code)
-    _store(tmp_path / "b")
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     (tmp_path / "a" / "learnings" / "after.md").write_text("x")
@@ -161,6 +162,7 @@ def test_a_forked_child_never_drains_the_parents_events(tmp_path: Path) -> None:
 
 
 def test_two_hundred_stores_use_one_instance_and_each_sees_its_changes(tmp_path: Path) -> None:
+    gc.collect()  # earlier tests' watches, held in cycles until a collection
     feeds = [_start(tmp_path / f"s{n}") for n in range(200)]
     assert _instances() == 1
     for n in range(0, 200, 2):
@@ -172,6 +174,7 @@ def test_two_hundred_stores_use_one_instance_and_each_sees_its_changes(tmp_path:
     (tmp_path / "s1" / "learnings" / "one.md").write_text("x")
     assert [feed.changes() for feed in feeds[1:3]] == [{"learnings/one.md"}, set()]
     del feeds  # collected, not closed: the descriptors go at the next call
+    gc.collect()
     last = _start(tmp_path / "last")
     assert not watch._owners.keys() - set(last.folders)
     kernel = [line for line in Path(f"/proc/self/fdinfo/{watch._fd}").read_text().splitlines()
