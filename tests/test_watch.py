@@ -121,6 +121,20 @@ def test_an_overflow_of_the_shared_queue_makes_every_watch_rescan_once(tmp_path:
     assert [feed.changes() for feed in again] == [set(), set(), {"issues/new.md"}]
 
 
+def test_a_watch_nobody_asks_holds_a_bounded_number_of_names(tmp_path: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(watch, "MOST_HELD", 3)
+    a, b = _start(tmp_path / "a"), _start(tmp_path / "b")
+    for n in range(3):
+        (tmp_path / "a" / "learnings" / f"{n}.md").write_text("x")
+    assert b.changes() == set()
+    assert a.changes() == {f"learnings/{n}.md" for n in range(3)}  # up to the bound: every name
+    for n in range(4):
+        (tmp_path / "a" / "learnings" / f"{n}.md").write_text("y")
+    assert b.changes() == set()
+    assert a.changes() is None  # past it: a rescan, not a growing set
+
+
 def test_an_overflow_in_a_crafted_buffer_reaches_every_watch(tmp_path: Path) -> None:
     a, b = _start(tmp_path / "a"), _start(tmp_path / "b")
     wd = next(iter(a.folders))
