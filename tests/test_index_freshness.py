@@ -105,13 +105,13 @@ def test_a_reindex_elsewhere_is_picked_up_by_a_process_holding_the_old_index(sto
     snap = next(iter(freshness.LIVE.values()))
     assert snap.db is not None  # a long-lived process keeps its connection
     feed = snap.watch
-    assert feed is not None and feed.fd >= 0
+    assert feed is not None and not feed.closed
     for suffix in ("", "-wal", "-shm"):  # another process throws the index away and rebuilds it
         (store_root / SKILL / f"index.sqlite{suffix}").unlink(missing_ok=True)
     capture(SKILL, "learning", "Bold the header row", "headers", "x")
     assert any(e["scope"] == "headers" for e in recall(SKILL, "headers of the table")["learnings"])
     held = next(iter(freshness.LIVE.values()))
-    assert held.watch is feed and feed.fd >= 0  # a new connection, the same watch: no scan of every file
+    assert held.watch is feed and not feed.closed  # a new connection, the same watch: no scan of every file
     assert _answers() == _fresh()
 
 
@@ -121,9 +121,9 @@ def test_forgetting_a_store_lets_go_of_its_descriptors(store_root: Path) -> None
         _answers()
     snap = next(iter(freshness.LIVE.values()))
     feed, db = snap.watch, snap.db
-    assert feed is not None and feed.fd >= 0 and db is not None
+    assert feed is not None and not feed.closed and db is not None
     freshness.forget(Store.open(config_mod.load(), SKILL))  # a reindex in this long-lived process
-    assert feed.fd == -1 and snap.watch is None and snap.db is None
+    assert feed.closed and snap.watch is None and snap.db is None
     with pytest.raises(Exception):
         db.execute("SELECT 1")  # closed, not left to the collector
     assert _answers() == _fresh()
