@@ -349,12 +349,17 @@ def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray 
 
 
 def _ascending(*parts: np.ndarray) -> np.ndarray:
-    """The rows of `parts` (each ascending), ascending, each once (np.unique would import numpy.ma)."""
+    """The rows of `parts` (each ascending, each row once in it), ascending, each once."""
     parts = [part for part in parts if len(part)]
     if len(parts) <= 1:
         return parts[0] if parts else np.zeros(0, np.intp)
-    rows = np.sort(np.concatenate(parts))
-    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))]
+    return _distinct(np.concatenate(parts))
+
+
+def _distinct(rows: np.ndarray) -> np.ndarray:
+    """`rows` ascending, each once (np.unique would import numpy.ma)."""
+    rows = np.sort(rows)
+    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
 
 
 def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
@@ -464,9 +469,7 @@ class Layer:
             self._level_at = np.full(len(snap.scopes), -1, np.intp)
             self._levels = np.zeros((0, len(self.queries)), np.float32)
         scopes = np.asarray(scopes, np.intp)
-        new = np.sort(scopes[self._level_at[scopes] < 0])
-        if len(new):  # each scope not yet read, once (np.unique would import numpy.ma)
-            new = new[np.concatenate(([True], new[1:] != new[:-1]))]
+        new = _distinct(scopes[self._level_at[scopes] < 0])  # each scope not yet read, once
         if len(new):
             level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
                                snap.scope_vectors_of("phrases", new) @ self.queries.T)
@@ -783,9 +786,9 @@ def _drop_repeats(pool: Pool, pools: list[Pool], skill: Layer | None, config: Co
     drop = set()
     for t, row_sims in zip(theirs, sims):
         li, row = int(pool.layer[t]), int(pool.row[t])
-        body = pool.layers[li].snap.entries[row].body
+        body = pool.layers[li].entry(row).body
         for m in np.flatnonzero(row_sims >= config.threshold("dedup")):
-            other = skill.snap.entries[mine[m][1][1]].body
+            other = skill.entry(mine[m][1][1]).body
             if judge(body, other, float(row_sims[m]), config, same_scope=True).relation == SAME:
                 drop.add(int(t))
                 break
