@@ -180,3 +180,72 @@ def test_the_pre_filter_never_hides_an_opposition() -> None:
     assert len(readings) > 300 and opposed.sum() > 1000  # every kind of opposition is there to find
     assert not (opposed & ~allowed).any()
     assert (~allowed).sum() > allowed.sum() / 2  # and it rules out pairs: it is worth running
+
+
+def _plain_reading(text: str):
+    """What `read` gives, computed the plain way: every word split on hyphens and slashes, the
+    content words taken from the text again (`content_words`)."""
+    import re
+
+    from git_whetstone.semantics import judge as judge_mod
+    from git_whetstone.semantics.words import content_words, normalize, stem, words
+    tokens = words(text)
+    found = set(tokens)
+    sequence = tuple(w for w in content_words(text) if w not in judge_mod._FILLER
+                     and w not in judge_mod._PERMISSION and w not in judge_mod._PROHIBITION)
+    numbers = ({m.replace(",", ".") for m in judge_mod._NUMBER.findall(normalize(text))}
+               | {t for t in tokens if t.isdigit()})
+    if not numbers and found & {"no", "without", "none", "zero"} and found & {"decimal", "decimals", "digit", "digits"}:
+        numbers.add("0")
+    values: dict[str, set[str]] = {}
+    for token in tokens:
+        for part in re.split(r"[-/]", token):
+            slot = judge_mod._SLOT_OF.get(part) or judge_mod._SLOT_OF.get(stem(part))
+            if slot:
+                values.setdefault(slot, set()).add(stem(part))
+    if "sans" in values.get("typeface", set()):
+        values["typeface"].discard("serif")
+    return judge_mod.Reading(sequence, bool(found & judge_mod._RELATIONAL), bool(found & judge_mod._PROHIBITION),
+                             bool(found & judge_mod._PERMISSION), frozenset(numbers),
+                             {k: frozenset(v) for k, v in values.items()})
+
+
+def test_the_judge_reads_and_decides_as_the_plain_computation_does() -> None:
+    """`read` takes a text's words once and splits only the words that hold a hyphen or a slash,
+    and `judge` leaves no word out of a negation's two rules when none differs (recall judges
+    dozens of such pairs a call): over the labeled set's texts and some made for it, every reading
+    is the plain one, and every pair's verdict is what the plain readings give."""
+    from git_whetstone.semantics import judge as judge_mod
+    from tests.eval import run as eval_run
+    labeled = eval_run.load_set()
+    texts = {e["body"] for skill in labeled["skills"] for e in skill["entries"]}
+    for name in ("dedup", "conflict", "judge"):
+        texts |= {p[side] for p in labeled[name] for side in ("existing", "new")}
+    texts |= {"Use a sans-serif face for tables", "Use serif/sans-serif faces", "No decimals in counts",
+              "Never round to 2 decimals; show three", "Don't use red-green palettes", "ok to skip the legend"}
+    texts = sorted(texts)
+    assert len(texts) > 300
+    for text in texts:
+        assert judge_mod.read(text) == _plain_reading(text), text
+    config = cfg()
+
+    def plain(a: str, b: str, similarity: float, same_scope: bool) -> tuple:
+        x, y = _plain_reading(a), _plain_reading(b)
+        kind, reason, differing = judge_mod.opposition(x, y)
+        if kind:
+            rest_x = tuple(w for w in x.sequence if w not in differing)
+            rest_y = tuple(w for w in y.sequence if w not in differing)
+            if rest_x == rest_y and rest_x:
+                return CONTRADICTS, reason, True
+        elif judge_mod.same_words(x, y) and same_scope and x.permits == y.permits:
+            return SAME, "", False
+        return (UNSURE if similarity >= config.threshold("grey") else UNRELATED), reason, bool(kind)
+
+    judged = set()
+    for i, a in enumerate(texts):
+        for b in texts[i:i + 40]:  # every text against its neighbours in order: look-alikes sit together
+            for similarity, same_scope in ((0.95, True), (0.0, False)):
+                got = judge(a, b, similarity, config, same_scope=same_scope)
+                assert (got.relation, got.reason, got.opposed) == plain(a, b, similarity, same_scope), (a, b)
+                judged.add(got.relation)
+    assert judged == {SAME, CONTRADICTS, UNSURE, UNRELATED}  # every verdict was reached

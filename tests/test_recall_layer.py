@@ -69,6 +69,11 @@ def test_a_layer_on_its_candidates_gives_what_every_row_gives(store_root, monkey
                                    pick.choice(layer.candidates, 20), pick.choice(snap.size, 20)])
             assert np.array_equal(layer.vectors_of(rows), snap.vectors[rows])
             assert np.array_equal(layer.vectors_of(rows[:1]), snap.vectors[rows[:1]])
+            # a pool's vectors, of one layer (as the layer gives them) and of two side by side
+            hits = layer.where(layer.learn_hit)
+            for pool in (recall_op.Pool([layer], [hits]), recall_op.Pool([layer, plain], [hits, hits[::-1]])):
+                at = pick.permutation(len(pool))[:200]
+                assert np.array_equal(pool.vectors_at(at), snap.vectors[pool.row[at]])
         # every candidate scored exactly now: the plain layer's relevance, to float32 rounding
         assert not layer.loose.any()
         assert np.allclose(layer.relevance[layer.candidates], plain.relevance[layer.candidates], atol=1e-5)

@@ -595,7 +595,10 @@ class Pool:
         return self._vectors
 
     def vectors_at(self, at: np.ndarray) -> np.ndarray:
-        """The vectors of the pool's rows `at` only (MMR needs a few hundred of thousands)."""
+        """The vectors of the pool's rows `at` only (MMR needs a few hundred of thousands): one
+        layer's as it gives them (no second array to copy them into)."""
+        if len(self.layers) == 1:
+            return self.layers[0].vectors_of(self.row[at])
         out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
         for i, layer in enumerate(self.layers):
             mine = self.layer[at] == i

@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..base.config import Config
-from .words import content_words, normalize, stem, words
+from .words import STOPWORDS, normalize, stem, words
 
 # Words that name the same attribute's values: two rules that differ only in one of these say
 # opposite things (one value or the other). Written as they appear; matched after stemming.
@@ -85,6 +85,7 @@ _FILLER = frozenset(stem(w) for w in """place places prefer preferably ensure su
 should like rule thing things way ways instead rather whenever show display format render present write
 put set give apply""".split())
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
+_PARTS = re.compile(r"[-/]")  # a token's parts, were a token ever to hold a hyphen or a slash
 # Words that make the order of the others matter ("tabs rather than spaces", "convert X to Y"): a rule
 # holding one is the same as another only when their content words come in the same order.
 _RELATIONAL = frozenset("""to from into onto than instead rather over under before after above below as for with
@@ -119,17 +120,19 @@ class Reading:
 
 @lru_cache(maxsize=8192)
 def read(text: str) -> Reading:
+    """What the judge reads of `text` (a recall reads each entry it returns that nobody read yet:
+    its words taken once, and split only where they can be)."""
     tokens = words(text)
     found = set(tokens)
     forbids = bool(found & _PROHIBITION)
     permits = bool(found & _PERMISSION)
-    sequence = _sequence(text)
+    sequence = _sequence_of(tokens)
     numbers = {m.replace(",", ".") for m in _NUMBER.findall(normalize(text))} | {t for t in tokens if t.isdigit()}
     if not numbers and found & {"no", "without", "none", "zero"} and found & {"decimal", "decimals", "digit", "digits"}:
         numbers.add("0")  # "no decimals" is a value too
     values: dict[str, set[str]] = {}
     for token in tokens:
-        for part in re.split(r"[-/]", token):
+        for part in _PARTS.split(token) if "-" in token or "/" in token else (token,):
             slot = _SLOT_OF.get(part) or _SLOT_OF.get(stem(part))
             if slot:
                 values.setdefault(slot, set()).add(stem(part))
@@ -140,8 +143,14 @@ def read(text: str) -> Reading:
 
 
 def _sequence(text: str) -> tuple[str, ...]:
-    return tuple(w for w in content_words(text) if w not in _FILLER and w not in _PERMISSION
-                 and w not in _PROHIBITION)
+    return _sequence_of(words(text))
+
+
+def _sequence_of(tokens: list[str]) -> tuple[str, ...]:
+    """`_sequence` of a text whose `words` are `tokens`: its content words (`content_words`) less
+    filler and polarity words."""
+    return tuple(w for w in (stem(t) for t in tokens if t not in STOPWORDS)
+                 if w not in _FILLER and w not in _PERMISSION and w not in _PROHIBITION)
 
 
 def decisive_key(text: str) -> str:
@@ -203,8 +212,11 @@ def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: 
     a, b = read(new), read(old)
     kind, reason, differing = opposition(a, b)
     if kind:
-        rest_a = tuple(w for w in a.sequence if w not in differing)
-        rest_b = tuple(w for w in b.sequence if w not in differing)
+        if differing:
+            rest_a = tuple(w for w in a.sequence if w not in differing)
+            rest_b = tuple(w for w in b.sequence if w not in differing)
+        else:  # a negation differs in no word: nothing to leave out (a recall judges dozens of these)
+            rest_a, rest_b = a.sequence, b.sequence
         if rest_a == rest_b and rest_a:  # the same rule but for the one opposition
             return Judgement(CONTRADICTS, similarity, reason, True)
     elif same_words(a, b) and same_scope and a.permits == b.permits:
