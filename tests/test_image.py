@@ -363,3 +363,38 @@ def test_what_a_mapped_snapshot_reads_again_is_what_its_stamps_say(big):
             assert got == reference(stamps, paths), (want, paths[:3])
             if paths == list(stamps):
                 assert got == want
+
+
+def _vm_flags(address: int) -> set[str] | None:
+    """The flags /proc/self/smaps gives the mapping that holds `address`."""
+    inside = False
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            head = line.split()[0]
+            if "-" in head and not head.endswith(":"):
+                start, end = (int(x, 16) for x in head.split("-"))
+                inside = start <= address < end
+            elif inside and line.startswith("VmFlags:"):
+                return set(line.split()[1:])
+    return None
+
+
+def test_the_8bit_rows_of_a_mapped_image_ask_for_huge_pages(big):
+    """The scan gives the 8-bit rows' pages back after each pass and maps them again on the next
+    (image.CodePages): the mapping asks for huge pages there (THP's madvise mode), so once the
+    kernel has evicted the file's pages they come back in large folios (a fault maps a whole
+    folio) rather than 4 KB at a time. The rest of the image keeps the default."""
+    try:
+        with open("/sys/kernel/mm/transparent_hugepage/enabled") as file:
+            if "[never]" in file.read():
+                pytest.skip("transparent huge pages are off here")
+    except OSError:
+        pytest.skip("no transparent huge pages here (not Linux)")
+    config, path = big
+    _cold(config, path)  # builds index.sqlite, then writes the image
+    snap = _cold(config, path)
+    assert snap.mapped and snap.release_codes is not None
+    codes = snap.codes
+    for row in (len(codes) // 4, len(codes) // 2, len(codes) * 3 // 4):
+        assert "hg" in _vm_flags(codes[row].ctypes.data), row
+    assert "hg" not in _vm_flags(snap.alive.ctypes.data) and "hg" not in _vm_flags(snap.phrases16.ctypes.data)

@@ -86,14 +86,30 @@ class CodePages:
 
     def __init__(self, mapped: mmap.mmap, base: np.ndarray, offset: int, rows: int, dim: int) -> None:
         self.mapped, self.base, self.offset, self.rows, self.dim = mapped, base, offset, rows, dim
+        # Mapping them again is cheap only when the page cache holds the file in large folios (a
+        # fault maps a whole folio): as the image's writer leaves it, but once the kernel has
+        # evicted the pages, faults read them back in 4 KB pages unless the mapping asks for huge
+        # ones (THP's `madvise` mode): at 100,000 entries 340 faults a scan instead of 62, 7.1
+        # against 5.0-5.5 ms of the scan's CPU. Only the page cache's folios change, not what
+        # is resident once the scan gives the pages back.
+        start, end = self._pages(0, rows)
+        if hasattr(mmap, "MADV_HUGEPAGE") and end > start:
+            try:
+                mapped.madvise(mmap.MADV_HUGEPAGE, start, end - start)
+            except (OSError, ValueError):
+                pass
+
+    def _pages(self, a: int, b: int) -> tuple[int, int]:
+        """The whole pages of the mapping that rows [a, b) of the image cover."""
+        page = mmap.PAGESIZE
+        return (-(-(self.offset + a * self.dim) // page) * page,
+                (self.offset + min(b, self.rows) * self.dim) // page * page)
 
     def __call__(self, codes: np.ndarray, a: int, b: int) -> None:
         """Rows [a, b) of `codes` were just read."""
         if codes.base is not self.base:
             return  # grown into memory of its own: not the mapping any more
-        page = mmap.PAGESIZE
-        start = -(-(self.offset + a * self.dim) // page) * page
-        end = (self.offset + min(b, self.rows) * self.dim) // page * page
+        start, end = self._pages(a, b)
         if end > start:
             try:
                 self.mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
