@@ -427,6 +427,38 @@ def test_batched_vectors_are_the_plain_loops_floats() -> None:
     assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))
     with fresh.bulk():  # a big build's float32 table: the same floats
         assert fresh._dense is not None
-        assert same_floats(fresh.embed(mixed), expected)
+        assert not fresh._filled.any()  # rows are filled as batches meet their tokens, not up front
+        assert same_floats(fresh.embed(ODD_TEXTS), reference_vectors(STATIC, ODD_TEXTS))
+        some = int(fresh._filled.sum())
+        assert same_floats(fresh.embed(mixed), expected)  # rows met before beside rows met now
+        assert some < int(fresh._filled.sum()) < len(fresh._filled)
         assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))
-    assert fresh._dense is None
+    assert fresh._dense is None and fresh._filled is None
+
+
+def test_negations_are_left_out_as_the_plain_loop_does() -> None:
+    """`_without_negations` (its shortcut for texts without an apostrophe included) against the
+    rule read one word at a time: a negation word goes, and so does a contraction "…n ' t"."""
+    from git_whetstone.semantics.words import NEGATIONS
+
+    def plain(words: list[str]) -> list[str]:
+        out, i = [], 0
+        while i < len(words):
+            if words[i] in NEGATIONS:
+                i += 1
+            elif i + 2 < len(words) and words[i + 1] in ("'", "\u2019") and words[i + 2] == "t" and words[i].endswith("n"):
+                i += 3
+            else:
+                out.append(words[i])
+                i += 1
+        return out
+
+    vocabulary = ["never", "not", "no", "avoid", "without", "don", "can", "won", "in", "t", "'", "\u2019",
+                  "s", "use", "tables", "n", ",", "."]
+    rng = np.random.default_rng(11)
+    shortcut = 0
+    for _ in range(20_000):
+        words = [vocabulary[i] for i in rng.integers(0, len(vocabulary), rng.integers(0, 9))]
+        assert embed._without_negations(words) == plain(words), words
+        shortcut += not NEGATIONS.isdisjoint(words) and "'" not in words and "\u2019" not in words
+    assert shortcut > 1000  # the shortcut was taken, and agreed
