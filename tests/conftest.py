@@ -6,6 +6,12 @@ from pathlib import Path
 
 import pytest
 
+try:  # sentence-transformers' progress bars start tqdm's monitor thread, which outlives the test that
+    import tqdm  # loaded a model; a build in a process with a second thread stays off the workers
+    tqdm.tqdm.monitor_interval = 0  # (build._can_fork), so later tests expecting them would fail by order
+except ImportError:
+    pass
+
 GIT_IDENTITY = {
     "GIT_AUTHOR_NAME": "Test Author", "GIT_AUTHOR_EMAIL": "author@example.com",
     "GIT_COMMITTER_NAME": "Test Committer", "GIT_COMMITTER_EMAIL": "committer@example.com",
