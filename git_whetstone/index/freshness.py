@@ -88,9 +88,12 @@ def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[s
     return (None, None) if stamps == snap.stamps else (stamps, None)
 
 
-def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None = None) -> Snapshot:
+def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None = None,
+             written: build.Written | None = None) -> Snapshot:
     """The store's entries and vectors, brought up to date with the files on disk; `progress(done,
-    total)` is told of the files read and embedded, when there are any."""
+    total)` is told of the files read and embedded, when there are any. `written` holds the entries
+    of files a writer has just written: a changed file that still holds the bytes written is not
+    parsed again."""
     key = (str(store.path), embedder.identity)
     cached = LIVE.get(key)
     hint = None
@@ -102,17 +105,17 @@ def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None =
         if stamps is None:
             return cached
     try:
-        snap = _refresh(store, embedder, stamps, cached, hint, progress=progress)
+        snap = _refresh(store, embedder, stamps, cached, hint, progress=progress, written=written)
     except sqlite3.OperationalError:  # busy or disk trouble part way: read the markdown without it this time
         close(LIVE.pop(key, None))
-        snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress)
+        snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress, written)
     except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
         close(LIVE.pop(key, None))
         cache.discard(store.path)
         try:
-            snap = _refresh(store, embedder, stamps, None, None, progress=progress)
+            snap = _refresh(store, embedder, stamps, None, None, progress=progress, written=written)
         except sqlite3.DatabaseError:  # still there (a read-only store): rebuild in memory, leave the file
-            snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress)
+            snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress, written)
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     LIVE[key] = snap
     return snap
@@ -161,7 +164,7 @@ def _hold(store: Store, snap: Snapshot, db: sqlite3.Connection, keep: bool) -> N
 
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
              hint: set[str] | None, db: sqlite3.Connection | None = None,
-             progress: build.Progress | None = None) -> Snapshot:
+             progress: build.Progress | None = None, written: build.Written | None = None) -> Snapshot:
     """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`; `hint`,
     when given, holds every path whose stamp may differ from the snapshot's.
 
@@ -230,7 +233,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             # those of their texts (a compact moves most of a merged scope's texts to another file),
             # and only the others are kept in `vectors`, by the last save
             reuse = build.Reuse(db, embedder, to_read + removed)
-            for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress):
+            given = written.take(store, to_read) if written is not None else None
+            for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress, given=given):
                 for path, rows, record in batch:
                     records.append(record)
                     rows_read += rows.n
