@@ -115,3 +115,53 @@ def test_a_file_edited_between_compacts_write_and_its_refresh_is_parsed(store_ro
     fresh, report = scratch(config, "written", built.path)
     assert after == fresh
     assert out["report"] == report
+
+
+@pytest.mark.parametrize("git_refuses", [True, False])
+def test_a_compacts_journal_names_head_blobs_and_recovery_restores_or_completes_from_them(
+        store_root, monkeypatch, git_refuses):
+    """A compact's journal holds the scope files it rewrites as HEAD holds them by their blob's id
+    (not their text): a writer killed after its files and before its commit is still completed, or
+    undone to exactly the bytes that were there when git refuses the commit."""
+    import json
+
+    from git_whetstone.base.errors import WhetstoneError
+    from git_whetstone.store import journal
+
+    _, config, built = bench_store(monkeypatch, "journal", 1_000, 6)
+    path = built.path
+    scope_files = {p: p.read_bytes() for folder in ("learnings", "issues") for p in (path / folder).glob("*.md")}
+    kept: list[bytes] = []
+    real_record = journal.record
+
+    def record(*args, **kw):
+        made = real_record(*args, **kw)
+        kept.append(made.read_bytes())
+        return made
+
+    monkeypatch.setattr(journal, "record", record)
+    assert compact_op.compact("journal", config=config)["committed"]
+    data = json.loads(kept[-1])
+    befores = {item["path"]: item["before"] for item in data["files"]}
+    assert len(befores) > 32 and all(isinstance(b, dict) and set(b) == {"blob"}
+                                     for rel, b in befores.items() if rel.endswith(".md"))
+    compacted = git(path, "rev-parse", "HEAD^{tree}").stdout
+    after = {p: p.read_bytes() if p.exists() else None for p in scope_files}
+    # killed after its files, before its commit: HEAD and git's index as before, the journal left
+    git(path, "reset", "-q", "HEAD~1")
+    (path / ".git" / journal.JOURNAL).write_bytes(kept[-1])
+    store = Workspace.of(config).store("journal")
+
+    def commit(message, rels):
+        if git_refuses:
+            raise WhetstoneError("a hook said no")
+        store.commit_paths(message, rels)
+
+    action, _ = journal.recover(path, commit, None)
+    if git_refuses:
+        assert action == "rolled_back"
+        assert {p: p.read_bytes() if p.exists() else None for p in scope_files} == scope_files
+    else:
+        assert action == "committed"
+        assert git(path, "rev-parse", "HEAD^{tree}").stdout == compacted
+        assert {p: p.read_bytes() if p.exists() else None for p in scope_files} == after
