@@ -165,3 +165,54 @@ def test_a_compacts_journal_names_head_blobs_and_recovery_restores_or_completes_
         assert action == "committed"
         assert git(path, "rev-parse", "HEAD^{tree}").stdout == compacted
         assert {p: p.read_bytes() if p.exists() else None for p in scope_files} == after
+
+
+def snapshot_state(snap) -> dict:
+    """Everything a snapshot holds that recall and capture read: its arrays (and their compact
+    copies), scopes, files and their rows, live ids, duplicates and warnings."""
+    arrays = {name: array.tobytes() for name, array in snap.image_arrays().items()}
+    return {"arrays": arrays, "size": snap.size, "count": snap.count, "dead": snap.dead, "scopes": list(snap.scopes),
+            "files": [(path, snap.files[path].start, snap.files[path].n) for path in sorted(snap.files)],
+            "by_key": sorted(dict(snap.by_key).items()), "duplicates": dict(snap.duplicates),
+            "warned": sorted(snap.warned), "stamped": sorted(snap.stamps)}  # (two copies: inodes, times differ)
+
+
+def test_a_compacts_refresh_adds_its_rows_to_the_compacted_snapshot_as_adding_then_compacting_does(
+        store_root, monkeypatch):
+    """The refresh after a compact adds the files it read once all are read, to the compacted
+    snapshot when the change leaves it compacted (`freshness.DEFER`): the same snapshot as adding
+    them batch by batch to the live one, growing its matrices, then compacting (the reference),
+    on two copies of one store, with the workers."""
+    import shutil
+
+    from git_whetstone.base.config import load
+
+    _, config, built = bench_store(monkeypatch, "big", 3_000, 23)
+    with_copies(built.path)
+    other = store_root.parent / "reference"
+    shutil.copytree(built.path, other / "big", symlinks=True)
+    monkeypatch.setattr(build, "POOL_FROM", 10)
+    states = []
+    for root, defer in ((store_root, True), (other, False)):
+        monkeypatch.setenv("WHETSTONE_STORE_ROOT", str(root))
+        monkeypatch.setattr(freshness, "DEFER", defer)
+        freshness.LIVE.clear()
+        config = load()
+        compact_op.compact("big", dry_run=True, config=config)  # a live snapshot, as compact keeps one
+        made: list = []
+        real = freshness.snapshot
+
+        def keep(*args, **kw):
+            made.append(real(*args, **kw))
+            return made[-1]
+
+        monkeypatch.setattr(freshness, "snapshot", keep)
+        monkeypatch.setattr("git_whetstone.ops.workspace.snapshot", keep)
+        assert compact_op.compact("big", config=config)["committed"]
+        monkeypatch.setattr(freshness, "snapshot", real)
+        monkeypatch.setattr("git_whetstone.ops.workspace.snapshot", real)
+        assert made[-1].dead == 0 and made[-1] is not made[0]  # compacted after the commit's refresh
+        states.append(snapshot_state(made[-1]))
+        freshness.LIVE.clear()
+    assert states[0]["count"] > 2_000
+    assert states[0] == states[1]
