@@ -10,6 +10,7 @@ from __future__ import annotations
 import sqlite3
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from git_whetstone.format import blocks
 from git_whetstone.index import build, freshness
@@ -216,3 +217,21 @@ def test_a_compacts_refresh_adds_its_rows_to_the_compacted_snapshot_as_adding_th
         freshness.LIVE.clear()
     assert states[0]["count"] > 2_000
     assert states[0] == states[1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 40), unique=True, max_size=30),
+       st.lists(st.tuples(st.booleans(), st.integers(0, 50), st.integers(0, 999)), max_size=40))
+def test_a_key_index_gives_its_rows_as_looking_up_each_key_does(keys, changes) -> None:
+    """`KeyIndex.values` (at once) is the rows a Mapping gives key by key, through sets and deletes."""
+    import numpy as np
+
+    from git_whetstone.index.snapshot import KeyIndex
+
+    index = KeyIndex(np.array(keys[::-1], np.int64), np.arange(len(keys), dtype=np.int64) * 3)
+    for remove, key, row in changes:
+        if remove and key in index:
+            del index[key]
+        elif not remove:
+            index[key] = row
+        assert index.values() == [index[key] for key in index]
