@@ -150,10 +150,10 @@ def test_the_workers_hand_their_batches_over_in_a_spool_that_goes_with_the_build
     real_records = build._records
     last = f"learnings/{sorted((path / 'learnings').iterdir())[-1].name}"
 
-    def failing(store, embedder, stamps, paths, reuse=None):  # in a worker (forked with this patch)
+    def failing(store, embedder, stamps, paths, *rest):  # in a worker (forked with this patch)
         if last in paths:
             raise ValueError("a worker failed")
-        return real_records(store, embedder, stamps, paths, reuse)
+        return real_records(store, embedder, stamps, paths, *rest)
 
     monkeypatch.setattr(build, "_records", failing)
     cache.discard(path)

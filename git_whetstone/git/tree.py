@@ -9,6 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from ..base.errors import RUNTIME, WhetstoneError
+from ..base.files import read_or_none
 from ..format.layout import is_scope_file
 from . import runner
 
@@ -76,15 +77,22 @@ def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
 
 def uncommitted(repo: Path, rels: list[str]) -> list[str]:
     """Which of `rels` differ from what HEAD holds: changed, deleted or new and not committed (a
-    person's unfinished hand edit, say). Read in-process (dulwich), so a write pays no git process;
-    each folder's tree is read once and a file compared by its blob id (a compact rewrites
-    thousands of files of one folder)."""
+    person's unfinished hand edit, say)."""
+    return sorted(rel for rel, (_, same, _) in against_head(repo, rels).items() if not same)
+
+
+def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, bool, str | None]]:
+    """Each of `rels` as it is on disk, against HEAD: (its bytes, None when absent; whether HEAD
+    holds exactly that, absent counting as absent; the id of the blob HEAD holds it as, when it
+    does and the file exists). Read in-process (dulwich), so a write pays no git process; each
+    folder's tree is read once and a file compared by its blob id (a compact rewrites thousands of
+    files of one folder). Outside a repository, every file counts as held, with no blob."""
     from dulwich.errors import NotGitRepository
     from dulwich.objects import Blob
     from dulwich.object_store import tree_lookup_path
     from dulwich.repo import Repo
 
-    found = []
+    found: dict[str, tuple[bytes | None, bool, str | None]] = {}
     try:
         with Repo(str(repo)) as handle:
             try:
@@ -108,14 +116,27 @@ def uncommitted(repo: Path, rels: list[str]) -> list[str]:
 
             for rel in rels:
                 try:
-                    disk = Blob.from_string((repo / rel).read_bytes()).id
+                    data = (repo / rel).read_bytes()
                 except FileNotFoundError:
-                    disk = None
-                if disk != held(rel):
-                    found.append(rel)
+                    data, disk = None, None
+                else:
+                    disk = Blob.from_string(data).id
+                same = disk == held(rel)
+                found[rel] = (data, same, disk.decode("ascii") if same and disk is not None else None)
     except NotGitRepository:
-        return []
-    return sorted(found)
+        return {rel: (read_or_none(repo / rel), True, None) for rel in rels}
+    return found
+
+
+def blob(repo: Path, blob_id: str) -> bytes:
+    """The bytes of one blob of `repo` (KeyError when it has none of that id)."""
+    from dulwich.repo import Repo
+
+    with Repo(str(repo)) as handle:
+        found = handle.object_store[blob_id.encode("ascii")]
+        if found.type_name != b"blob":
+            raise KeyError(blob_id)
+        return found.as_raw_string()
 
 
 def committed_text(repo: Path, rel: str) -> str | None:

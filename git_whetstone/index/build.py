@@ -33,7 +33,7 @@ from ..semantics.embed import Embedder
 from ..store.store import Store
 from . import cache
 from .reading import read_file
-from .records import FileRows, file_rows, text_hashes
+from .records import Entry, FileRows, file_rows, text_hashes
 
 Progress = Callable[[int, int], None]
 POOL_FROM = 1_000  # files: below this, starting the workers costs more than they save
@@ -80,16 +80,50 @@ class Reuse:
                         [self.table[r].tobytes() for _, r in left]))
 
 
+class Written:
+    """The entries a writer knows for the files it has just written (compact: the snapshot's, with
+    its changes), by the bytes written. A refresh takes them for a file that still holds exactly
+    those bytes instead of parsing it (`take`: the bytes, not the stamp, so an edit within the
+    stamp's granularity is parsed), and `taken` says which it took."""
+
+    def __init__(self, files: dict[str, tuple[bytes, list[Entry]]]) -> None:
+        self.files = files
+        self.taken: dict[str, list[Entry]] = {}
+
+    def take(self, store: Store, paths: list[str]) -> dict[str, list[Entry]]:
+        """The entries of those of `paths` that hold the bytes written (added to `taken`)."""
+        found = {}
+        for path in paths:
+            hit = self.files.get(path)
+            if hit is None:
+                continue
+            try:
+                if (store.path / path).read_bytes() != hit[0]:
+                    continue
+            except OSError:
+                continue
+            found[path] = hit[1]
+        self.taken.update(found)
+        return found
+
+
 def files(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-          reuse: Reuse, progress: Progress | None = None,
-          pool: bool | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+          reuse: Reuse, progress: Progress | None = None, pool: bool | None = None,
+          given: dict[str, list[Entry]] | None = None) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     """(path, rows, index.sqlite record) for every path, in batches, in the order of `paths`; a
     file with a warning has claimed the ids its text still holds. `progress(done, total)` counts
     files. `pool` forces the workers on or off (None: where they pay). A text `reuse` holds is
-    not embedded again."""
+    not embedded again; a file `given` holds entries for is not parsed (`Written.take`)."""
     if pool is None:
         pool = len(paths) >= POOL_FROM and _can_fork(embedder)
-    yield from (_pooled if pool else _serial)(store, embedder, db, paths, stamps, _Ticker(progress, len(paths)), reuse)
+    yield from (_pooled if pool else _serial)(store, embedder, db, paths, stamps, _Ticker(progress, len(paths)), reuse,
+                                              given or {})
+
+
+def _read(store: Store, path: str, given: dict[str, list[Entry]] | None) -> tuple[list[Entry], str | None]:
+    """`read_file`, or the entries handed over for the file."""
+    found = given.get(path) if given else None
+    return (list(found), None) if found is not None else read_file(store, path)
 
 
 def _can_fork(embedder: Embedder) -> bool:
@@ -120,13 +154,13 @@ class _Ticker:
 
 
 def _serial(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-            tick: _Ticker, reuse: Reuse) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+            tick: _Ticker, reuse: Reuse, given: dict[str, list[Entry]]) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     """In this process: reading is the first half of the work, embedding (texts the index does not
     hold yet, all at once) the second."""
     half = len(paths) // 2
     parsed = {}
     for i, path in enumerate(paths, 1):
-        parsed[path] = read_file(store, path)
+        parsed[path] = _read(store, path, given)
         tick(i * half // len(paths))
     texts = [e.body for entries, _ in parsed.values() for e in entries]
     texts += [e.scope for entries, _ in parsed.values() for e in entries]
@@ -149,13 +183,13 @@ def _made(store: Store, embedder: Embedder, path: str, stamp: str, entries: list
 
 
 # What the workers work on (the batches of paths, by number), set in the parent before it forks
-# them (so nothing is pickled), the folder they leave each batch's records in, and the vectors
-# they need not embed again.
-_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None, Reuse] | None = None
+# them (so nothing is pickled), the folder they leave each batch's records in, the vectors
+# they need not embed again, and the entries of files they need not parse.
+_JOB: tuple[Store, Embedder, dict[str, str], list[list[str]], str | None, Reuse, dict[str, list[Entry]]] | None = None
 
 
 def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: list[str], stamps: dict[str, str],
-            tick: _Ticker, reuse: Reuse) -> Iterator[list[tuple[str, FileRows, tuple]]]:
+            tick: _Ticker, reuse: Reuse, given: dict[str, list[Entry]]) -> Iterator[list[tuple[str, FileRows, tuple]]]:
     global _JOB
     import multiprocessing  # here, as in _can_fork (and the spool's modules: 4 ms)
     import shutil
@@ -189,7 +223,7 @@ def _pooled(store: Store, embedder: Embedder, db: sqlite3.Connection, paths: lis
             spool = tempfile.mkdtemp(prefix=f"{SPOOL_PREFIX}{os.getpid()}-", dir=folder)
         except OSError:  # nowhere to leave them: the records come through the pool's pipe
             pass
-        _JOB = (store, embedder, stamps, batches, spool, reuse)
+        _JOB = (store, embedder, stamps, batches, spool, reuse, given)
         with bulk() if bulk else nullcontext(), \
                 multiprocessing.get_context("fork").Pool(min(WORKERS, _cpus())) as workers:
             gc.unfreeze()
@@ -242,8 +276,8 @@ def _sweep(folder: str) -> None:
 def _work(number: int) -> int | list[tuple]:
     """In a worker: batch `number`'s records, left in the spool for the parent (`_handed`), its
     number the answer; the records themselves when there is no spool or it cannot take them (a full /dev/shm)."""
-    store, embedder, stamps, batches, spool, reuse = _JOB
-    records = _records(store, embedder, stamps, batches[number], reuse)
+    store, embedder, stamps, batches, spool, reuse, given = _JOB
+    records = _records(store, embedder, stamps, batches[number], reuse, given)
     if spool is None:
         return records
     name = os.path.join(spool, str(number))
@@ -271,12 +305,12 @@ def _handed(spool: str, answer: int | list[tuple]) -> list[tuple]:
 
 
 def _records(store: Store, embedder: Embedder, stamps: dict[str, str], paths: list[str],
-             reuse: Reuse) -> list[tuple]:
+             reuse: Reuse, given: dict[str, list[Entry]] | None = None) -> list[tuple]:
     """A batch of files read, embedded (texts in first-seen order, as a process embedding them
     alone would meet them; those `reuse` holds taken from it, the others embedded at once: a
     batch-free backend gives a text the same vector in any batch) and made into records, all at
     once (`cache.file_records`) but for a file with a warning, which claims its ids from the disk."""
-    parsed = [(path, *read_file(store, path)) for path in paths]
+    parsed = [(path, *_read(store, path, given)) for path in paths]
     texts = list(dict.fromkeys([e.body for _, entries, _ in parsed for e in entries]
                                + [e.scope for _, entries, _ in parsed for e in entries]))
     matrix = np.empty((len(texts), embedder.dim), np.float32)

@@ -17,11 +17,14 @@ from ..semantics.embed import Embedder
 from ..store.store import Store
 from . import build, cache, image
 from .reading import read_file
-from .records import PARSED_FILES, Entry
+from .records import PARSED_FILES, Entry, FileRows
 from .snapshot import Snapshot
 
 # The snapshots this process keeps, by (store path, backend identity).
 LIVE: dict[tuple[str, str], Snapshot] = {}
+# A live snapshot's changed files are added once all are read (False: batch by batch, growing its
+# matrices as they come, then compacted: the reference the tests compare with).
+DEFER = True
 
 
 def scan(store: Store) -> dict[str, str]:
@@ -88,9 +91,12 @@ def _recheck(store: Store, snap: Snapshot) -> tuple[dict[str, str] | None, set[s
     return (None, None) if stamps == snap.stamps else (stamps, None)
 
 
-def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None = None) -> Snapshot:
+def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None = None,
+             written: build.Written | None = None) -> Snapshot:
     """The store's entries and vectors, brought up to date with the files on disk; `progress(done,
-    total)` is told of the files read and embedded, when there are any."""
+    total)` is told of the files read and embedded, when there are any. `written` holds the entries
+    of files a writer has just written: a changed file that still holds the bytes written is not
+    parsed again."""
     key = (str(store.path), embedder.identity)
     cached = LIVE.get(key)
     hint = None
@@ -102,17 +108,17 @@ def snapshot(store: Store, embedder: Embedder, progress: build.Progress | None =
         if stamps is None:
             return cached
     try:
-        snap = _refresh(store, embedder, stamps, cached, hint, progress=progress)
+        snap = _refresh(store, embedder, stamps, cached, hint, progress=progress, written=written)
     except sqlite3.OperationalError:  # busy or disk trouble part way: read the markdown without it this time
         close(LIVE.pop(key, None))
-        snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress)
+        snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress, written)
     except sqlite3.DatabaseError as exc:  # corrupt, truncated or an older schema: rebuild it
         close(LIVE.pop(key, None))
         cache.discard(store.path)
         try:
-            snap = _refresh(store, embedder, stamps, None, None, progress=progress)
+            snap = _refresh(store, embedder, stamps, None, None, progress=progress, written=written)
         except sqlite3.DatabaseError:  # still there (a read-only store): rebuild in memory, leave the file
-            snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress)
+            snap = _refresh(store, embedder, stamps, None, None, cache.memory(), progress, written)
         snap.notice = f"index.sqlite was unreadable ({exc}); rebuilt it from the markdown"
     LIVE[key] = snap
     return snap
@@ -161,7 +167,7 @@ def _hold(store: Store, snap: Snapshot, db: sqlite3.Connection, keep: bool) -> N
 
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
              hint: set[str] | None, db: sqlite3.Connection | None = None,
-             progress: build.Progress | None = None) -> Snapshot:
+             progress: build.Progress | None = None, written: build.Written | None = None) -> Snapshot:
     """Bring `cached` (or a snapshot built from the index file) up to date with `stamps`; `hint`,
     when given, holds every path whose stamp may differ from the snapshot's.
 
@@ -226,11 +232,15 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             # grew its matrices (150 MB at 100,000 rows) again and again
             size = {path: _size(stamps[path]) for path in to_read}
             total, bytes_read = sum(size.values()), 0
+            # a live snapshot's new rows are added at the end, where a change big enough to leave
+            # it compacted (a compact's) adds them to the compacted one instead (`DEFER`)
+            deferred: list[tuple[str, FileRows]] | None = [] if DEFER and cached is not None and not held else None
             # the vectors the records of the files read again and removed hold: the new records take
             # those of their texts (a compact moves most of a merged scope's texts to another file),
             # and only the others are kept in `vectors`, by the last save
             reuse = build.Reuse(db, embedder, to_read + removed)
-            for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress):
+            given = written.take(store, to_read) if written is not None else None
+            for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress, given=given):
                 for path, rows, record in batch:
                     records.append(record)
                     rows_read += rows.n
@@ -241,9 +251,12 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 if held:
                     held.update((path, rows) for path, rows, _ in batch)
                     continue
-                if files < len(changed):  # more batches to come (from the workers): room for them all, once
-                    snap.grow_rows(start + rows_read * 9 * max(total, 1) // (8 * max(bytes_read, 1)))
-                snap.add_files([(path, rows) for path, rows, _ in batch])
+                if deferred is not None:
+                    deferred += [(path, rows) for path, rows, _ in batch]
+                else:
+                    if files < len(changed):  # more batches to come (from the workers): room for them all, once
+                        snap.grow_rows(start + rows_read * 9 * max(total, 1) // (8 * max(bytes_read, 1)))
+                    snap.add_files([(path, rows) for path, rows, _ in batch])
                 if files < len(changed):
                     # while the workers make the next batches: this one saved (a short transaction of
                     # its own, as the save at the end; once one is skipped, the rest wait for that
@@ -256,6 +269,11 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                         snap.code_rows()
             if held:
                 snap.add_files([(path, held[path]) for path in changed])
+            if deferred:  # (rows of duplicate ids only add dead ones: compacted with them or without)
+                if snap.dead * 3 > max(snap.size + sum(rows.n for _, rows in deferred), 30):
+                    snap = snap.compacted(deferred)
+                else:
+                    snap.add_files(deferred)
         if snap.dead * 3 > max(snap.size, 30):  # compact: rebuild the rows from the files
             snap = snap.compacted()
         snap.stamps = stamps

@@ -294,6 +294,11 @@ class KeyIndex(MutableMapping):
     def __len__(self) -> int:
         return self._len
 
+    def values(self) -> list[int]:  # type: ignore[override]
+        """Every row, in the order `__iter__` gives the keys: at once, not a binary search a key
+        (compact's report lists the ids of every live row)."""
+        return [*self._rows[~self._gone].tolist(), *self._extra.values()]
+
 
 class _Ids(Mapping):
     """`Snapshot.by_id`: entry id -> row of its live copy."""
@@ -523,14 +528,19 @@ class Snapshot(Columns):
         self.dead = dead
         self.mapped = True
 
-    def compacted(self) -> "Snapshot":
-        """The same snapshot without dead rows (rows in path order, as a fresh build has them)."""
-        snap = Snapshot(self.dim, self.count + 64, len(self.scopes) + 16)
-        paths = sorted(self.files)
+    def compacted(self, adding: list[tuple[str, FileRows]] = ()) -> "Snapshot":
+        """The same snapshot without dead rows (rows in path order, as a fresh build has them); with
+        `adding`, files not in it yet (their rows' vectors held) among them: what adding them
+        first, then compacting, gives, without growing this snapshot's matrices for rows dropped
+        right after."""
+        new = dict(adding)
+        snap = Snapshot(self.dim, self.count + sum(rows.n for rows in new.values()) + 64, len(self.scopes) + 16)
+        paths = sorted([*(path for path in self.files if path not in new), *new])
         for i in range(0, len(paths), 256):  # a slice at a time: no second copy of every vector
-            chunk = [(path, self.files[path]) for path in paths[i:i + 256]]
+            chunk = [(path, new[path] if path in new else self.files[path]) for path in paths[i:i + 256]]
             for path, rows in chunk:
-                rows.vectors = self.vectors[rows.start:rows.start + rows.n]
+                if path not in new:
+                    rows.vectors = self.vectors[rows.start:rows.start + rows.n]
             snap.add_files(chunk)
         snap.stamps, snap.watch, snap.notice = self.stamps, self.watch, self.notice
         snap.db, snap.db_inode, self.db = self.db, self.db_inode, None

@@ -45,7 +45,7 @@ from ..semantics.words import content_words
 from ..store import events
 from ..store.store import Store, list_skills
 from ..store.weight import weight, weights
-from .workspace import Workspace
+from .workspace import Workspace, Written
 from .global_layer import clusters
 
 REPORT = "compact-report.md"
@@ -117,12 +117,21 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
         plan = plan_of(snap, config, keys=keys, entries=entries, progress=progress)
         committed = False
         if plan.changes and not dry_run:
-            files = _apply(store, snap, plan, entries)
+            known: dict[str, list[Entry]] = {}
+            files = _apply(store, snap, plan, entries, written=known)
+            data = {rel: None if text is None else text.encode("utf-8") for rel, text in files.items()}
             lines = "\n".join(f"- {c}" for c in plan.changes)
             store.write_and_commit(f"compact: {len(plan.changes)} changes\n\n{lines}\n",
-                                   {store.path / rel: text for rel, text in files.items()})
+                                   {store.path / rel: blob for rel, blob in data.items()})
             committed = True
-            snap = ws.snapshot(store)
+            # the files it wrote are not parsed again, nor their records decoded after: their
+            # entries are the ones it made as it wrote them
+            written = Written({rel: (data[rel], found) for rel, found in known.items()})
+            snap = ws.snapshot(store, written)
+            for rel, found in written.taken.items():
+                rows = snap.files.get(rel)
+                if rows is not None and rows.warning is None:
+                    read[(rel, rows.stamp)] = found
             entries = rows_of(snap, read)  # the files the commit left alone are not decoded again
     report = findings(store, snap, config, keys, entries)
     keys.save()
@@ -423,10 +432,24 @@ def _duplicates(snap: Snapshot, config: Config, every_pair: bool, keys: Keys, en
 
 
 def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None], *,
-           reference: bool = False) -> dict[str, str | None]:
+           reference: bool = False, written: dict[str, list[Entry]] | None = None) -> dict[str, str | None]:
     """The new text of every file the plan touches (None: delete the file). `reference` parses
-    the file again for every block it looks up (the slow reference the tests compare with)."""
+    the file again for every block it looks up (the slow reference the tests compare with).
+    `written` is given the entries of each file written whose entries compact knows: every block
+    of it came from a file the index read cleanly and nobody touched since, so its entry is the
+    snapshot's with the plan's changes, its place read from the new text (`_placed`); the index
+    takes them instead of parsing those files again."""
     texts: dict[str, str] = {}
+    # rel -> id -> entry (its line not placed yet) of each file edited, as the edits leave it; None:
+    # a file whose entries compact does not know (the index parses it)
+    held: dict[str, dict[str, Entry] | None] = {}
+
+    def held_in(rel: str) -> dict[str, Entry] | None:
+        if rel not in held:
+            rows = snap.files.get(rel)
+            ok = written is not None and rows is not None and unchanged(rel)
+            held[rel] = {e.id: e for e in entries[rows.start:rows.start + rows.n] if e is not None} if ok else None
+        return held[rel]
     # rel -> blocks moved into it, not yet added to its text: added all at once (`blocks.append_all`)
     # when the text is next read, not one by one (a merged scope's file gains thousands at 100,000)
     arriving: dict[str, list[str]] = {}
@@ -504,17 +527,20 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         known[rel] = (new_text, cached[1], cached[2])
 
     target: dict[tuple[str, str], str] = {}  # (kind, scope key) -> file the merged scope lives in
-    for i in range(snap.size):
+    updates, removed = plan.updates, plan.removed
+    for i in np.flatnonzero(snap.alive).tolist():  # (the live rows in order, not a numpy scalar a row)
         e = entries[i]
-        if e is None or not snap.alive[i]:
+        if e is None:
             continue
-        scope = plan.updates.get(e.id, {}).get("scope", e.scope)
-        if e.scope == scope and e.id not in plan.removed:
-            target.setdefault((e.kind, scope_key(scope)), e.path)
+        update = updates.get(e.id)
+        if (update is None or update.get("scope", e.scope) == e.scope) and e.id not in removed:
+            target.setdefault((e.kind, scope_key(e.scope)), e.path)
     for entry_id, why in plan.removed.items():
         e = entries[snap.by_id[entry_id]]
         block = find(e.path, entry_id, span_only=True)
         edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
+        if held_in(e.path) is not None:
+            held[e.path].pop(entry_id, None)
     for entry_id, update in plan.updates.items():
         e = entries[snap.by_id[entry_id]]
         block = find(e.path, entry_id)
@@ -526,6 +552,14 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         if update.get("always"):
             new = blocks.with_always(block, True, new)
         home = target.setdefault((e.kind, scope_key(scope)), e.path)
+        source = held_in(e.path)
+        if source is not None:
+            source.pop(entry_id, None)
+        if held_in(home) is not None:  # the entry parsing its new block gives (its line placed at the end)
+            if source is None:
+                held[home] = None
+            else:
+                held[home][entry_id] = _updated(e, home, scope, fields, update)
         if home == e.path:
             edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
         else:
@@ -536,7 +570,49 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             arriving.setdefault(home, []).append(new.rstrip("\r\n") + "\n")
     for rel in list(arriving):
         text_of(rel)
+    if written is not None:
+        for rel, text in texts.items():
+            by_id = held.get(rel)
+            placed = _placed(rel, text, by_id) if by_id is not None and text.strip() else None
+            if placed is not None:
+                written[rel] = placed
     return {rel: (text if text.strip() else None) for rel, text in texts.items()}
+
+
+def _updated(e: Entry, rel: str, scope: str, fields: dict[str, str], update: dict[str, Any]) -> Entry:
+    """The entry `blocks.parse` reads from `e`'s block after `_apply`'s edit (in file `rel`): its
+    fields set (`update_fields`), the provenance lines added after the others, `applies: always`
+    added; its line is placed later."""
+    added = update.get("provenance")
+    return tuple.__new__(Entry, (
+        e.id, e.kind, rel, 0, e.title, scope, e.body,
+        int(fields["recurrence"]) if "recurrence" in fields else e.recurrence,
+        fields.get("first_seen", e.first_seen), fields.get("last_seen", e.last_seen),
+        e.provenance + tuple(added) if added else e.provenance, e.always or bool(update.get("always"))))
+
+
+def _placed(rel: str, text: str, by_id: dict[str, Entry]) -> list[Entry] | None:
+    """The entries of `text` in file order with their lines, from `by_id`, when its blocks are
+    exactly those (each heading `## <id> ` of an entry there, once, nothing before the first, no
+    carriage return); else None."""
+    if "\r" in text:
+        return None
+    out: list[Entry] = []
+    line, last = 1, 0
+    for match in _HEADS.finditer(text):
+        at = match.start()
+        if not out and text[:at].strip():
+            return None
+        space = text.find(" ", at + 3)
+        e = by_id.get(text[at + 3:space]) if space > 0 else None
+        if e is None:
+            return None
+        line += text.count("\n", last, at)
+        last = at
+        out.append(tuple.__new__(Entry, (*e[:3], line, *e[4:])))
+    if len(out) != len(by_id) or len({e.id for e in out}) != len(out):
+        return None
+    return out
 
 
 # --- the behavioral pass --------------------------------------------------------------------------
@@ -606,7 +682,11 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             churned.setdefault(scope_of_capture[entry_id], []).append(entry_id)
     for scope, ids in sorted(churned.items()):
         churn.append({"scope": scope, "entries": sorted(set(ids))})
-    in_order = sorted(live.items(), key=lambda kv: (kv[0][0], int(kv[0][1:])))
+    # by (prefix, number): sorted over arrays, not by a key tuple made for each of 100,000 ids
+    items = list(live.items())
+    order = np.lexsort((np.fromiter((int(entry_id[1:]) for entry_id in live), np.int64, len(live)),
+                        np.fromiter((ord(entry_id[0]) for entry_id in live), np.int64, len(live))))
+    in_order = [items[i] for i in order.tolist()]
     ages: dict[str, int] = {}  # first_seen -> days since (a store's dates repeat: a few hundred days)
     for entry_id, entry in in_order:
         if entry.kind != "learning" or not entry.first_seen:

@@ -2,7 +2,8 @@
 lock files a killed git leaves behind.
 
 Before a write touches a file, the whole change is recorded: each file before and after, and the
-commit message. A writer killed at any point (before its files are renamed into place, between
+commit message (a file as HEAD holds it, a compact's thousands of scope files, by the id of its
+blob: git keeps those bytes, and the journal is written at half the size). A writer killed at any point (before its files are renamed into place, between
 them, before or after its commit) leaves enough for the next writer to finish the change and
 commit it with its own message, or to put every file back if git now refuses it. Files are
 written in an order that never shows one id in two files, so a change killed half way hides an
@@ -21,7 +22,7 @@ from ..base.errors import WhetstoneError
 from ..base.files import read_or_none, write_atomic, write_many_atomic
 from ..format.ids import heading_id_set
 from ..git.locks import Busy, clear_stale_git_locks
-from ..git import runner
+from ..git import runner, tree
 from . import events
 
 JOURNAL = "whetstone-journal.json"  # in .git
@@ -30,12 +31,16 @@ _SAID = {"committed": "completed and committed", "found_committed": "found it al
          "rolled_back": "rolled it back", "left_as_found": "left its files as found"}
 
 
-def record(repo: Path, message: str, before: dict[Path, bytes | None], after: dict[Path, bytes | None]) -> Path:
-    """Write the journal of a change about to happen; returns its path (deleted once done)."""
+def record(repo: Path, message: str, before: dict[Path, bytes | None], after: dict[Path, bytes | None],
+           in_head: dict[Path, str] | None = None) -> Path:
+    """Write the journal of a change about to happen; returns its path (deleted once done).
+    `in_head` names the files whose bytes before are those of a blob HEAD holds (by its id)."""
     journal = repo / ".git" / JOURNAL
+    in_head = in_head or {}
     write_atomic(journal, json.dumps({
         "pid": os.getpid(), "message": message,
-        "files": [{"path": p.relative_to(repo).as_posix(), "before": _pack(before[p]), "after": _pack(after[p])}
+        "files": [{"path": p.relative_to(repo).as_posix(),
+                   "before": {"blob": in_head[p]} if p in in_head else _pack(before[p]), "after": _pack(after[p])}
                   for p in after]}))
     return journal
 
@@ -134,7 +139,8 @@ def recover(repo: Path, commit: Callable[[str, list[str]], None], hold: int | No
     try:
         data = json.loads(raw)
         message = data["message"]
-        changes = {repo / item["path"]: (_unpack(item["before"]), _unpack(item["after"])) for item in data["files"]}
+        changes = {repo / item["path"]: (_unpack(item["before"], repo), _unpack(item["after"], repo))
+                   for item in data["files"]}
         if not isinstance(message, str) or any(not _inside(repo, p) for p in changes):
             raise ValueError("not a journal whetstone wrote")
     except (ValueError, KeyError, TypeError, AttributeError):
@@ -197,11 +203,16 @@ def _pack(data: bytes | None) -> str | dict | None:
         return {"base64": base64.b64encode(data).decode("ascii")}
 
 
-def _unpack(value: str | dict | None) -> bytes | None:
+def _unpack(value: str | dict | None, repo: Path) -> bytes | None:
     if value is None:
         return None
     if isinstance(value, str):
         return value.encode("utf-8")
+    if "blob" in value:  # (one git no longer has, gone in a gc since: an unreadable journal)
+        try:
+            return tree.blob(repo, str(value["blob"]))
+        except (KeyError, ValueError, AttributeError, OSError) as exc:
+            raise ValueError(f"blob {value['blob']} not found") from exc
     import base64
     return base64.b64decode(value["base64"], validate=True)
 

@@ -195,11 +195,12 @@ class Store:
                                  f"a conflict): finish it (resolve, git add, git commit) or undo it (git {pending} "
                                  f"--abort) in {self.path}, then try again", exit_code=RUNTIME)
         rels = [self.rel(p) for p in files]
-        refuse_unfinished(self, rels)
-        before = {path: read_or_none(path) for path in files}
+        read = refuse_unfinished(self, rels)  # (each scope file read once: checked, then journaled)
+        before = {path: read[rel][0] if rel in read else read_or_none(path) for path, rel in zip(files, rels)}
+        in_head = {path: read[rel][2] for path, rel in zip(files, rels) if rel in read and read[rel][2]}
         after = {path: text.encode("utf-8") if isinstance(text, str) else text for path, text in files.items()}
         try:
-            record = journal.record(self.path, message, before, after)
+            record = journal.record(self.path, message, before, after, in_head)
         except OSError as exc:  # nothing is written yet
             raise self.cannot_write(exc, "nothing was changed") from None
         try:
@@ -259,17 +260,20 @@ class Unfinished(WhetstoneError):
     """A write refused because a file it would commit holds someone's uncommitted edit."""
 
 
-def refuse_unfinished(store: Store, rels: list[str]) -> None:
+def refuse_unfinished(store: Store, rels: list[str]) -> dict[str, tuple[bytes | None, bool, str | None]]:
     """Refuse (Unfinished, nothing changed) to write scope files that hold changes nobody
     committed: a commit would carry a person's unfinished edit under whetstone's message.
-    (next_ids.json is whetstone's counter: a write takes it above whatever a hand wrote.)"""
-    unfinished = tree.uncommitted(store.path, [r for r in rels if is_scope_file(r)])
+    (next_ids.json is whetstone's counter: a write takes it above whatever a hand wrote.)
+    Returns the scope files as read (`tree.against_head`)."""
+    read = tree.against_head(store.path, [r for r in rels if is_scope_file(r)])
+    unfinished = sorted(rel for rel, (_, same, _) in read.items() if not same)
     if unfinished:
         more = f" and {len(unfinished) - 1} more" if len(unfinished) > 1 else ""
         raise Unfinished(
             f"{store.skill}: {unfinished[0]}{more} has changes nobody committed, and whetstone will not commit "
             f"them for you: commit them (git commit in {store.path}), set them aside (git stash), or make the "
             f"change with git whetstone edit; then try again. Nothing was changed", exit_code=RUNTIME)
+    return read
 
 
 def list_skills(config: Config) -> list[str]:
