@@ -241,6 +241,11 @@ class Columns:
         return base[:size].reshape(shape)
 
     # --- growing ---------------------------------------------------------------------------------
+    @property
+    def capacity(self) -> int:
+        """Rows the matrices have room for."""
+        return len(self._vectors)
+
     def grow_rows(self, need: int) -> None:
         if need <= len(self._vectors):
             return

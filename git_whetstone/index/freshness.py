@@ -254,7 +254,10 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                 if deferred is not None:
                     deferred += [(path, rows) for path, rows, _ in batch]
                 else:
-                    if files < len(changed):  # more batches to come (from the workers): room for them all, once
+                    # more batches to come (from the workers): room for them all, once, when this one
+                    # does not fit (growing by each better guess copied 100,000 rows to 1.5 times a
+                    # first guess already too big: a store's early files hold more entries a byte)
+                    if files < len(changed) and snap.size + sum(rows.n for _, rows, _ in batch) > snap.capacity:
                         snap.grow_rows(start + rows_read * 9 * max(total, 1) // (8 * max(bytes_read, 1)))
                     snap.add_files([(path, rows) for path, rows, _ in batch])
                 if files < len(changed):
