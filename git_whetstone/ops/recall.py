@@ -463,7 +463,7 @@ class Layer:
 
     def scope_levels(self, scopes: np.ndarray) -> np.ndarray:
         """Scopes × clauses: the closer of each scope's phrase and centroid to each clause, in
-        float32, read once per recall for each scope (`scope_vectors_of`)."""
+        float32, read once per recall for each scope (`scope_pairs_of`: both vectors in one read)."""
         snap = self.snap
         if self._level_at is None:
             self._level_at = np.full(len(snap.scopes), -1, np.intp)
@@ -471,8 +471,9 @@ class Layer:
         scopes = np.asarray(scopes, np.intp)
         new = _distinct(scopes[self._level_at[scopes] < 0])  # each scope not yet read, once
         if len(new):
-            level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
-                               snap.scope_vectors_of("phrases", new) @ self.queries.T)
+            pairs = snap.scope_pairs_of(new)  # scopes × (centroid, phrase) × dim
+            both = (pairs.reshape(-1, snap.dim) @ self.queries.T).reshape(len(new), 2, -1)
+            level = np.maximum(both[:, 0], both[:, 1])
             self._level_at[new] = np.arange(len(new)) + len(self._levels)
             self._levels = np.concatenate([self._levels, level])
         return self._levels[self._level_at[scopes]]
