@@ -472,8 +472,9 @@ class Layer:
         new = _distinct(scopes[self._level_at[scopes] < 0])  # each scope not yet read, once
         if len(new):
             pairs = snap.scope_pairs_of(new)  # scopes × (centroid, phrase) × dim
-            both = (pairs.reshape(-1, snap.dim) @ self.queries.T).reshape(len(new), 2, -1)
-            level = np.maximum(both[:, 0], both[:, 1])
+            # a product apiece, as over two matrices: one product of both would round its last bits
+            # otherwise (a product's rounding depends on its shape)
+            level = np.maximum(pairs[:, 0] @ self.queries.T, pairs[:, 1] @ self.queries.T)
             self._level_at[new] = np.arange(len(new)) + len(self._levels)
             self._levels = np.concatenate([self._levels, level])
         return self._levels[self._level_at[scopes]]
