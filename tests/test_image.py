@@ -76,6 +76,13 @@ def _same(a, b) -> None:
     for name in ("phrases", "centroids"):
         mine = a.scope_vectors_of(name, live[::-1])[::-1]
         assert np.array_equal(mine, getattr(a, name)[live]) and np.array_equal(mine, b.scope_vectors_of(name, theirs))
+    # a scope's centroid and phrase, side by side in the image and read at once, scopes asked for
+    # sparsely and densely (chunks): the pair the two matrices hold
+    for some in (live, live[::-1], live[1::3], live[::40]):
+        pairs = a.scope_pairs_of(some)
+        assert pairs.shape == (len(some), 2, a.dim)
+        assert np.array_equal(pairs[:, 0], a.centroids[some]) and np.array_equal(pairs[:, 1], a.phrases[some])
+        assert np.array_equal(pairs, b.scope_pairs_of([theirs[live.index(i)] for i in some]))
     for key, row in a.by_key.items():
         other = b.by_key[key]
         assert a.entries[row] == b.entries[other]
@@ -104,6 +111,7 @@ def test_a_new_process_maps_the_image_and_reads_what_the_index_holds(big):
     assert "index.sqlite-snapshot" not in git(path, "status", "--porcelain").stdout  # ignored, like the index
     mapped = _cold(config, path)
     assert mapped.mapped and mapped.compact_ready()  # the compact copies come with it
+    assert set(mapped.readers) == {"vectors", "scope_pairs"}  # float32 read from the file, not the mapping
     answers = _answers(config)
     image.discard(path)
     _same(mapped, _cold(config, path))
@@ -198,7 +206,10 @@ def test_a_damaged_or_foreign_image_is_ignored_and_replaced(big):
     good = (path / image.NAME).read_bytes()
     answers = _answers(config)
     identity, dim = get_embedder(config.embedding_backend).identity, get_embedder(config.embedding_backend).dim
-    for damaged in (good[: len(good) // 2], b"not an image at all", good.replace(identity.encode(), b"x" * len(identity), 1)):
+    older = good.replace(f'"version": {image.VERSION}'.encode(), f'"version": {image.VERSION - 1}'.encode(), 1)
+    assert older != good  # an image of the layout before: read as it is, it would be misread
+    for damaged in (good[: len(good) // 2], b"not an image at all", good.replace(identity.encode(), b"x" * len(identity), 1),
+                    older):
         (path / image.NAME).write_bytes(damaged)
         assert image.read(path, identity, dim) is None
         snap = _cold(config, path)

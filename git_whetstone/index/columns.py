@@ -17,6 +17,7 @@ from .scan import EPS as scan_eps, Queries, halve, numkong, quantise
 SCAN_BLOCK = 8192  # rows the int8 scan multiplies at once (a block's products: 8192 × 2 × clauses int32)
 GATHER_BLOCK = 4096  # rows of a subset gathered into one buffer and multiplied at once (1 MB of codes)
 UNIT = 1.001       # a unit vector's norm after float32 rounding, and then some
+SCOPE_PAIR = ("centroids", "phrases")  # a scope's two vectors, in the order `scope_pairs_of` gives them
 
 
 class Columns:
@@ -47,7 +48,7 @@ class Columns:
         self._stale_scopes: list[np.ndarray] = []           # scopes whose float16 copy is out of date
         self._asked = False                                # a scan was asked for before
         self._scratch: dict[str, np.ndarray] = {}         # reused by `approximate`: no page faults per call
-        self.readers: dict[str, object] = {}               # an image's readers of vectors, phrases, centroids (image.Rows)
+        self.readers: dict[str, object] = {}               # an image's readers of vectors and scope pairs (image.Rows)
         self._edited_scopes: set[int] = set()              # scopes changed since the image was mapped
         self.release_codes = None                          # a mapped image's pages of scanned rows given back (image.CodePages)
         self._results: dict[tuple[int, int], object] = {}  # numkong's output tensors, by shape
@@ -160,18 +161,30 @@ class Columns:
         return self._read("vectors", rows)
 
     def scope_vectors_of(self, name: str, at) -> np.ndarray:
-        """`phrases[at]` or `centroids[at]`, read from the image file like `vectors_of` (a few
-        hundred scopes a recall would fault most of both matrices in), except the scopes changed
-        since the image was written: those only the mapping's private pages hold."""
-        return self._read(name, at, self._edited_scopes)
+        """`phrases[at]` or `centroids[at]`, read like `scope_pairs_of` (both are read: the image
+        keeps them side by side)."""
+        return self.scope_pairs_of(at)[:, SCOPE_PAIR.index(name)]
+
+    def scope_pairs_of(self, at) -> np.ndarray:
+        """Scopes × 2 × dim: each of scopes `at`, its centroid and its phrase side by side
+        (`SCOPE_PAIR`), read from the image file like `vectors_of` (a few hundred scopes a recall
+        would fault most of both matrices in; one read gets both, where the image kept them apart
+        it took two), except the scopes changed since the image was written: those only the
+        mapping's private pages hold."""
+        return self._read("scope_pairs", at, self._edited_scopes)
+
+    def _rows(self, name: str, rows: np.ndarray) -> np.ndarray:
+        """The rows `rows` of `name` as the snapshot holds them (`_read`'s, with no file)."""
+        if name == "scope_pairs":
+            return np.stack([getattr(self, half)[rows] for half in SCOPE_PAIR], axis=1)
+        return getattr(self, name)[rows]
 
     def _read(self, name: str, rows, edited: set[int] | None = None) -> np.ndarray:
         reader = self.readers.get(name)
-        matrix = getattr(self, name)
         rows = np.asarray(rows, np.intp)
         if reader is None:
-            return matrix[rows]
-        out = np.empty((len(rows), self.dim), np.float32)
+            return self._rows(name, rows)
+        out = np.empty((len(rows), *reader.shape), np.float32)
         order = np.argsort(rows, kind="stable") if len(rows) > 1 and (np.diff(rows) < 0).any() else None
         ordered = rows if order is None else rows[order]
         from_file = ordered < reader.count
@@ -182,13 +195,13 @@ class Columns:
             if from_file.all():
                 reader.read(ordered, got)
             else:
-                took = np.empty((int(from_file.sum()), self.dim), np.float32)
+                took = np.empty((int(from_file.sum()), *reader.shape), np.float32)
                 reader.read(ordered[from_file], took)
                 got[from_file] = took
-                got[~from_file] = matrix[ordered[~from_file]]
+                got[~from_file] = self._rows(name, ordered[~from_file])
         except OSError:  # the file went away under us: the mapping still holds every row
             self.readers.pop(name, None)
-            return matrix[rows]
+            return self._rows(name, rows)
         if order is not None:
             out[order] = got
         return out

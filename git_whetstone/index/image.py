@@ -26,15 +26,18 @@ from pathlib import Path
 import numpy as np
 
 from .records import COLUMNS
+from .columns import SCOPE_PAIR
 from .snapshot import FileTable, Snapshot
 
 NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
 MAGIC = b"whetstone snapshot\n"
-VERSION = 6  # 6: the string columns as UTF-8 after the entries, no longer strings in the JSON header
+VERSION = 7  # 7: a scope's centroid and phrase side by side (`scope_pairs`), no longer two matrices
 ALIGN = 64
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
-# thousand rows of them, and the scan reads only their compact copies
-READ_NOT_MAPPED = ("vectors", "phrases", "centroids")
+# thousand rows of them, and the scan reads only their compact copies. A scope's two vectors lie
+# side by side (scopes × 2 × dim, `SCOPE_PAIR`'s order), so one read gets both: recall wants both
+# of every scope it scores, and reading them apart took 530 reads a recall at 100,000 entries.
+READ_NOT_MAPPED = ("vectors", "scope_pairs")
 IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
@@ -63,7 +66,8 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
             gc.enable()
     if snap is not None:
         for name, reader in readers.items():
-            reader.place(layout[name][0], snap.size if name == "vectors" else len(snap.scopes), dim)
+            offset, _, shape = layout[name]
+            reader.place(offset, snap.size if name == "vectors" else len(snap.scopes), shape[1:])
         snap.readers = readers
         if hasattr(mmap, "MADV_DONTNEED"):
             snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
@@ -123,10 +127,12 @@ class Rows:
     scattered rows exactly would make most of the matrix resident in a long-lived process."""
 
     def __init__(self, fd: int) -> None:
-        self.fd, self.offset, self.count, self.width = fd, 0, 0, 0
+        self.fd, self.offset, self.count, self.width, self.shape = fd, 0, 0, 0, ()
 
-    def place(self, offset: int, count: int, dim: int) -> None:
-        self.offset, self.count, self.width = offset, count, dim * 4
+    def place(self, offset: int, count: int, shape) -> None:
+        """The matrix lies at `offset`, `count` rows of float32 arrays of `shape` each."""
+        self.offset, self.count, self.shape = offset, count, tuple(shape)
+        self.width = 4 * int(np.prod(self.shape))
 
     def read(self, rows: np.ndarray, out: np.ndarray) -> None:
         """Rows `rows` (ascending, all below `count`) into `out`: one read per run of neighbours,
@@ -149,7 +155,7 @@ class Rows:
                 raise OSError("the snapshot image was cut short")
 
     def _read_chunks(self, rows: np.ndarray, out: np.ndarray) -> None:
-        chunk = np.empty((CHUNK_ROWS, self.width // 4), np.float32)
+        chunk = np.empty((CHUNK_ROWS, *self.shape), np.float32)
         view = memoryview(chunk).cast("B")
         at = 0
         while at < len(rows):
@@ -183,6 +189,8 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
         if offset + count * np.dtype(dtype).itemsize > len(mapped):
             return None, {}  # truncated
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
+    for i, name in enumerate(SCOPE_PAIR):  # views of the pairs: what patches a scope writes them there
+        arrays[name] = arrays["scope_pairs"][:, i]
     base = header["raw_base"]
     raw = memoryview(mapped)[base:]
     # the strings as NUL-joined UTF-8 columns after the entries: split in a few milliseconds where
@@ -235,6 +243,7 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
         raws.append(raw)
         raw_at += len(raw)
     arrays = {name: np.ascontiguousarray(array) for name, array in snap.image_arrays().items()}  # compact copies made
+    arrays["scope_pairs"] = np.stack([arrays.pop(name) for name in SCOPE_PAIR], axis=1)
     arrays["sums"] = np.concatenate(sums) if sums else np.zeros((0, snap.dim), np.float32)
     arrays["file_phrases"] = np.concatenate(phrases) if phrases else np.zeros((0, snap.dim), np.float32)
     arrays["file_columns"] = column_rows
@@ -262,7 +271,8 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     # process that patches a mapped snapshot appends rows into private pages of the mapping
     # instead of copying every array into memory first.
     spare = {**{name: snap.size + max(SPARE_MIN, snap.size // SPARE) for name in snap.ROW_ARRAYS},
-             **{name: len(snap.scopes) + max(SPARE_MIN, len(snap.scopes) // SPARE) for name in snap.SCOPE_ARRAYS}}
+             **{name: len(snap.scopes) + max(SPARE_MIN, len(snap.scopes) // SPARE)
+                for name in (*snap.SCOPE_ARRAYS, "scope_pairs")}}
     # offsets depend on the header's length, which depends on the offsets: reserve room for them
     layout, offset = {}, 0
     for name, array in arrays.items():

@@ -463,7 +463,7 @@ class Layer:
 
     def scope_levels(self, scopes: np.ndarray) -> np.ndarray:
         """Scopes × clauses: the closer of each scope's phrase and centroid to each clause, in
-        float32, read once per recall for each scope (`scope_vectors_of`)."""
+        float32, read once per recall for each scope (`scope_pairs_of`: both vectors in one read)."""
         snap = self.snap
         if self._level_at is None:
             self._level_at = np.full(len(snap.scopes), -1, np.intp)
@@ -471,8 +471,10 @@ class Layer:
         scopes = np.asarray(scopes, np.intp)
         new = _distinct(scopes[self._level_at[scopes] < 0])  # each scope not yet read, once
         if len(new):
-            level = np.maximum(snap.scope_vectors_of("centroids", new) @ self.queries.T,
-                               snap.scope_vectors_of("phrases", new) @ self.queries.T)
+            pairs = snap.scope_pairs_of(new)  # scopes × (centroid, phrase) × dim
+            # a product apiece, as over two matrices: one product of both would round its last bits
+            # otherwise (a product's rounding depends on its shape)
+            level = np.maximum(pairs[:, 0] @ self.queries.T, pairs[:, 1] @ self.queries.T)
             self._level_at[new] = np.arange(len(new)) + len(self._levels)
             self._levels = np.concatenate([self._levels, level])
         return self._levels[self._level_at[scopes]]
