@@ -126,7 +126,7 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
             committed = True
             # the files it wrote are not parsed again, nor their records decoded after: their
             # entries are the ones it made as it wrote them
-            written = Written({rel: (data[rel], found) for rel, found in known.items()})
+            written = Written({rel: (data[rel], found) for rel, found in known.items()}, read)
             snap = ws.snapshot(store, written)
             for rel, found in written.taken.items():
                 rows = snap.files.get(rel)
