@@ -247,3 +247,22 @@ def test_blocks_appended_at_once_as_one_by_one(text: str, added: list[str]) -> N
     for block_text in added:
         want = blocks.append(want, block_text)
     assert blocks.append_all(text, added) == want
+
+
+def test_the_keys_saved_are_each_rules_key_by_its_texts_hash_when_hashed_all_at_once(store_root, monkeypatch) -> None:
+    """plan_of hashes every body at once (`Keys.hash_all`): each hash is the text's own
+    (`text_hash`, one at a time), so the keys kept in .git are each rule's `decisive_key` by the
+    hash of its text, as a run hashing one text at a time keeps them."""
+    from git_whetstone.index.records import text_hash
+
+    _, config, built = bench_store(monkeypatch, SKILL, 1_000, 5)
+    keys = compact_op.Keys()
+    texts = ["b", "a", "b", "c \u00b7 d", "a"]
+    keys.hash_all(texts)
+    assert keys.hashes == {text: text_hash(text) for text in texts}
+    compact_op.compact(SKILL, dry_run=True, config=config)
+    saved = json.loads((built.path / ".git" / compact_op.Keys.FILE).read_text())["keys"]
+    ws = Workspace.of(config)
+    snap = ws.snapshot(ws.store(SKILL, must_exist=True))
+    bodies = {e.body for e in compact_op.rows_of(snap) if e is not None}
+    assert len(saved) > 500 and {text_hash(b): decisive_key(b) for b in bodies if text_hash(b) in saved} == saved

@@ -82,3 +82,38 @@ def test_a_compacts_refresh_takes_the_old_vectors_and_keeps_only_the_texts_gone(
     freshness.LIVE.clear()
     scratch, _ = tables(built.path)
     assert files_after == scratch
+
+
+def test_a_compacts_reuse_takes_the_texts_compact_decoded_and_holds_what_the_records_give(store_root, monkeypatch):
+    """Compact hands the refresh the entries it decoded of the files it rewrote (`Written.read`):
+    the records those files had are not decompressed again to take their vectors, and the
+    `Reuse` made so holds the very texts, rows and vectors one made from the records alone."""
+    from git_whetstone.index import cache
+
+    _, config, _ = bench_store(monkeypatch, "reuse", 3_000, 29)
+    compact_op.compact("reuse", dry_run=True, config=config)
+    monkeypatch.setattr(build, "POOL_FROM", 10)
+    decoded: list[int] = []
+    real_texts_of = cache.texts_of
+
+    def counting(raw):
+        decoded.append(1)
+        return real_texts_of(raw)
+
+    monkeypatch.setattr(cache, "texts_of", counting)
+    compared: list[tuple[int, int]] = []
+    real_init = build.Reuse.__init__
+
+    def checked(self, db, embedder, paths, known=None):
+        decoded.clear()
+        real_init(self, db, embedder, paths, known)
+        served = len(paths) - len(decoded)  # records whose texts came from `known`
+        row, table = cache.held_vectors(db, embedder, paths)  # the reference: every record decoded
+        assert self.row == row
+        assert self.table.tobytes() == table.tobytes()
+        compared.append((served, len(paths)))
+
+    monkeypatch.setattr(build.Reuse, "__init__", checked)
+    assert compact_op.compact("reuse", config=config)["committed"]
+    served, paths = compared[-1]
+    assert paths > 100 and served > paths // 2

@@ -13,6 +13,9 @@ DOT = "\u00b7"
 ENTRY_ID = re.compile(r"[LI][1-9]\d*")
 # A heading's id as a person meant to claim it (the block may still be broken otherwise).
 _HEADING_ID = re.compile(r"^## ([LI][1-9]\d*) \u00b7", re.M)
+# The same after a newline: a pattern that starts with a literal is searched for that literal
+# first, where `^` in multiline mode is tried at every character (3x slower over 25 MB).
+_HEADING_ID_AFTER_NEWLINE = re.compile(r"\n## ([LI][1-9]\d*) \u00b7")
 # An id claimed loosely: a broken block's heading may have lost its dot; its id is still taken.
 _CLAIMED = re.compile(r"^## ([LI])([1-9]\d*)\b", re.M)
 # A heading added or removed in a `git log -p --unified=0` (a diff line starts with + or -).
@@ -36,8 +39,8 @@ def heading_ids(text: str) -> list[tuple[str, int]]:
 
 def heading_id_set(text: str) -> set[str]:
     """The ids `heading_ids` finds, without their lines (one pass in C: a compaction's journal asks
-    it of thousands of files)."""
-    return set(_HEADING_ID.findall(text))
+    it of thousands of files, 25 MB at 100,000 entries)."""
+    return set(_HEADING_ID_AFTER_NEWLINE.findall("\n" + text))  # (a line starts after a newline, and the text)
 
 
 def line_id(line: str) -> str | None:

@@ -52,9 +52,10 @@ class Reuse:
     their texts again (`take`), and which of them the new records took: the workers mark them in
     a page they share with the parent, so that only the others are kept in `vectors` (`unused`)."""
 
-    def __init__(self, db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -> None:
+    def __init__(self, db: sqlite3.Connection, embedder: Embedder, paths: list[str],
+                 known: dict[tuple[str, str], list[Entry]] | None = None) -> None:
         self.identity = embedder.identity
-        self.row, self.table = cache.held_vectors(db, embedder, paths)
+        self.row, self.table = cache.held_vectors(db, embedder, paths, known)
         self._page = mmap.mmap(-1, max(1, len(self.table)))  # shared: a forked worker's marks are seen here
         self.taken = np.frombuffer(self._page, np.uint8)
 
@@ -84,10 +85,14 @@ class Written:
     """The entries a writer knows for the files it has just written (compact: the snapshot's, with
     its changes), by the bytes written. A refresh takes them for a file that still holds exactly
     those bytes instead of parsing it (`take`: the bytes, not the stamp, so an edit within the
-    stamp's granularity is parsed), and `taken` says which it took."""
+    stamp's granularity is parsed), and `taken` says which it took. `read` maps (path, stamp) to
+    the entries the writer decoded of files before it wrote them: the records those files had are
+    not decoded again to take their vectors (`Reuse`)."""
 
-    def __init__(self, files: dict[str, tuple[bytes, list[Entry]]]) -> None:
+    def __init__(self, files: dict[str, tuple[bytes, list[Entry]]],
+                 read: dict[tuple[str, str], list[Entry]] | None = None) -> None:
         self.files = files
+        self.read = read or {}
         self.taken: dict[str, list[Entry]] = {}
 
     def take(self, store: Store, paths: list[str]) -> dict[str, list[Entry]]:

@@ -249,11 +249,14 @@ def _retire(db: sqlite3.Connection, identity: str, replaced: dict[str, bytes | N
     db.executemany("INSERT OR IGNORE INTO vectors VALUES(?,?,?)", kept)
 
 
-def _old_vectors(raw: bytes, scope_json: str, n: int, blob: bytes) -> tuple[list[str], np.ndarray]:
+def _old_vectors(raw: bytes, scope_json: str, n: int, blob: bytes,
+                 bodies: list[str] | None = None) -> tuple[list[str], np.ndarray]:
     """Every body and scope phrase a `files` record holds, and their vectors as rows of one float32
     matrix in the same order. A record holds the bodies' vectors, then its scopes' sums, then the
-    scope phrases' (the width is the record's own: another backend's may differ)."""
-    bodies, _ = texts_of(raw)
+    scope phrases' (the width is the record's own: another backend's may differ). `bodies`, when
+    given, are the record's entries' bodies, in order (not decoded from `raw` again)."""
+    if bodies is None:
+        bodies, _ = texts_of(raw)
     phrases = [scope[2] for scope in json.loads(scope_json)]
     s = len(phrases)
     if not n + s:
@@ -368,22 +371,27 @@ def vectors_for(db: sqlite3.Connection, embedder: Embedder, texts: list[str],
     return found
 
 
-def held_vectors(db: sqlite3.Connection, embedder: Embedder, paths: list[str]) -> tuple[dict[str, int], np.ndarray]:
+def held_vectors(db: sqlite3.Connection, embedder: Embedder, paths: list[str],
+                 known: dict[tuple[str, str], list[Entry]] | None = None) -> tuple[dict[str, int], np.ndarray]:
     """Every body and scope phrase the records of `paths` hold for this backend, and their vectors:
     (text -> its row, the rows as one float32 matrix). A build's workers take from it the vectors
     of the texts the files being read again (or removed: a compact merges a scope's files into one)
     held before, instead of embedding them again: the same vectors, bit for bit, as this backend
-    gives."""
+    gives. `known` maps (path, stamp) to the entries a caller has decoded already (compact, of the
+    files it rewrote): a record with that stamp and as many entries is not decompressed again."""
     row: dict[str, int] = {}
     parts: list[np.ndarray] = []
     count = 0
+    known = known or {}
     if paths and db.execute("SELECT 1 FROM files LIMIT 1").fetchone() is not None:
         for i in range(0, len(paths), 500):
             chunk = paths[i:i + 500]
-            for raw, scope_json, n, blob in db.execute(
-                    f"SELECT entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
+            for path, stamp, raw, scope_json, n, blob in db.execute(
+                    f"SELECT path, stamp, entries, scopes, n, vectors FROM files WHERE backend=? AND path IN "
                     f"({','.join('?' * len(chunk))})", (embedder.identity, *chunk)):
-                texts, rows = _old_vectors(raw, scope_json, n, blob)
+                found = known.get((path, stamp))
+                bodies = [e.body for e in found] if found is not None and len(found) == n else None
+                texts, rows = _old_vectors(raw, scope_json, n, blob, bodies)
                 if texts:
                     parts.append(rows)
                 for text in texts:

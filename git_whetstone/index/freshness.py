@@ -238,7 +238,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             # the vectors the records of the files read again and removed hold: the new records take
             # those of their texts (a compact moves most of a merged scope's texts to another file),
             # and only the others are kept in `vectors`, by the last save
-            reuse = build.Reuse(db, embedder, to_read + removed)
+            reuse = build.Reuse(db, embedder, to_read + removed, written.read if written is not None else None)
             given = written.take(store, to_read) if written is not None else None
             for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress, given=given):
                 for path, rows, record in batch:

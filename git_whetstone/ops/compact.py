@@ -38,7 +38,7 @@ from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.freshness import stamp_of
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
-from ..index.records import Entry, day_number, text_hash
+from ..index.records import Entry, day_number, text_hash, text_hashes
 from ..semantics import judge as judge_module, words as words_module
 from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, decisive_key, judge
 from ..semantics.words import content_words
@@ -126,7 +126,7 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
             committed = True
             # the files it wrote are not parsed again, nor their records decoded after: their
             # entries are the ones it made as it wrote them
-            written = Written({rel: (data[rel], found) for rel, found in known.items()})
+            written = Written({rel: (data[rel], found) for rel, found in known.items()}, read)
             snap = ws.snapshot(store, written)
             for rel, found in written.taken.items():
                 rows = snap.files.get(rel)
@@ -266,6 +266,11 @@ class Keys:
             found = self.hashes[text] = text_hash(text)
         return found
 
+    def hash_all(self, texts: list[str]) -> None:
+        """`hash` each of many texts at once (`text_hashes`: half the time of one call a text)."""
+        new = [text for text in dict.fromkeys(texts) if text not in self.hashes]
+        self.hashes.update(zip(new, text_hashes(new)))
+
     def number(self, text: str) -> int:
         found = self.number_of.get(text)
         if found is None:
@@ -311,6 +316,8 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     every = entries if entries is not None else rows_of(snap)
     entries = {i: every[i] for i in alive}
     keys = keys if keys is not None else Keys()
+    if not every_pair:
+        keys.hash_all([e.body for e in entries.values()])  # the digests and the keys ask for (nearly) every body's
     changes: list[str] = []
     scope_of: dict[int, str] = {i: e.scope for i, e in entries.items()}  # the scope each entry ends in
     updates: dict[str, dict[str, Any]] = {}  # id -> {"scope": …, "fields": {…}, "provenance": [...]}
