@@ -144,8 +144,9 @@ class Watch:
 
     def __del__(self) -> None:
         inbox = getattr(self, "_inbox", None)
-        if inbox is not None and not inbox.closed:
-            _dropped.append(inbox)  # not here: a collection may run while this module holds the lock
+        dropped = _dropped  # (None while the interpreter tears this module down: nothing left to release)
+        if inbox is not None and not inbox.closed and dropped is not None:
+            dropped.append(inbox)  # not here: a collection may run while this module holds the lock
 
 
 def _drain() -> None:
