@@ -55,12 +55,8 @@ def with_copies(path) -> None:
     git(path, "commit", "-qam", "hand: copies")
 
 
-@pytest.mark.parametrize("pooled", [True, False])
-def test_the_index_after_a_compact_is_the_one_built_from_scratch(store_root, monkeypatch, pooled):
-    _, config, built = bench_store(monkeypatch, "written", 3_000, 17)
-    with_copies(built.path)
-    compact_op.compact("written", dry_run=True, config=config)
-    monkeypatch.setattr(build, "POOL_FROM", 10 if pooled else 10 ** 9)
+def _handed_over(monkeypatch) -> list[build.Written]:
+    """Each `build.Written` a refresh is handed, as it is handed."""
     handed: list[build.Written] = []
     real_take = build.Written.take
 
@@ -69,6 +65,16 @@ def test_the_index_after_a_compact_is_the_one_built_from_scratch(store_root, mon
         return real_take(self, store, paths)
 
     monkeypatch.setattr(build.Written, "take", take)
+    return handed
+
+
+@pytest.mark.parametrize("pooled", [True, False])
+def test_the_index_after_a_compact_is_the_one_built_from_scratch(store_root, monkeypatch, pooled):
+    _, config, built = bench_store(monkeypatch, "written", 3_000, 17)
+    with_copies(built.path)
+    compact_op.compact("written", dry_run=True, config=config)
+    monkeypatch.setattr(build, "POOL_FROM", 10 if pooled else 10 ** 9)
+    handed = _handed_over(monkeypatch)
     out = compact_op.compact("written", config=config)
     assert out["committed"]
     assert sum(c.startswith("merge L9") for c in out["changes"]) >= 10
@@ -100,14 +106,7 @@ def test_a_file_edited_between_compacts_write_and_its_refresh_is_parsed(store_ro
         edited.append(str(path.relative_to(self.path)))
 
     monkeypatch.setattr(Store, "write_and_commit", write_then_edit)
-    handed: list[build.Written] = []
-    real_take = build.Written.take
-
-    def take(self, store, paths):
-        handed.append(self)
-        return real_take(self, store, paths)
-
-    monkeypatch.setattr(build.Written, "take", take)
+    handed = _handed_over(monkeypatch)
     out = compact_op.compact("written", config=config)
     assert out["committed"] and edited
     assert edited[0] in handed[-1].files and edited[0] not in handed[-1].taken
