@@ -266,3 +266,13 @@ def test_the_keys_saved_are_each_rules_key_by_its_texts_hash_when_hashed_all_at_
     snap = ws.snapshot(ws.store(SKILL, must_exist=True))
     bodies = {e.body for e in compact_op.rows_of(snap) if e is not None}
     assert len(saved) > 500 and {text_hash(b): decisive_key(b) for b in bodies if text_hash(b) in saved} == saved
+
+
+@settings(max_examples=1000, deadline=None)
+@given(st.text(alphabet="- :ab_1\n\t\u00b7", max_size=40), st.text(alphabet="- :ab_1\n\t", max_size=3))
+def test_a_blocks_fields_read_at_once_as_line_by_line(text: str, head: str) -> None:
+    """`blocks.fields_of` (one match of the run of field lines) reads what `_fields` reads line by
+    line, and `compact.blank` is `not text.strip()`, on any text."""
+    assert blocks.fields_of(head + text) == blocks._fields_one_by_one(head + text)
+    assert blocks.fields_of("## L1 \u00b7 t\n- a: b\n- c:\n- d:  e \n\nbody") == (("a", "b"), ("c", ""), ("d", "e"))
+    assert compact_op.blank(text) == (not text.strip())

@@ -542,14 +542,16 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         update = updates.get(e.id)
         if (update is None or update.get("scope", e.scope) == e.scope) and e.id not in removed:
             target.setdefault((e.kind, scope_key(e.scope)), e.path)
+    # id -> row of its live copy (as `snap.by_id`, without a binary search an id)
+    row_of = snap.by_id if reference else {entries[i].id: i for i in snap.by_key.values()}
     for entry_id, why in plan.removed.items():
-        e = entries[snap.by_id[entry_id]]
+        e = entries[row_of[entry_id]]
         block = find(e.path, entry_id, span_only=True)
         edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
         if held_in(e.path) is not None:
             held[e.path].pop(entry_id, None)
     for entry_id, update in plan.updates.items():
-        e = entries[snap.by_id[entry_id]]
+        e = entries[row_of[entry_id]]
         block = find(e.path, entry_id)
         fields = dict(update.get("fields", {}))
         scope = update.get("scope", e.scope)
@@ -580,10 +582,15 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
     if written is not None:
         for rel, text in texts.items():
             by_id = held.get(rel)
-            placed = _placed(rel, text, by_id) if by_id is not None and text.strip() else None
+            placed = _placed(rel, text, by_id) if by_id is not None and not blank(text) else None
             if placed is not None:
                 written[rel] = placed
-    return {rel: (text if text.strip() else None) for rel, text in texts.items()}
+    return {rel: (None if blank(text) else text) for rel, text in texts.items()}
+
+
+def blank(text: str) -> bool:
+    """`not text.strip()` without copying a file's text."""
+    return not text or text.isspace()
 
 
 def _updated(e: Entry, rel: str, scope: str, fields: dict[str, str], update: dict[str, Any]) -> Entry:
