@@ -211,8 +211,8 @@ def _plain_reading(text: str):
 
 
 def test_the_judge_reads_and_decides_as_the_plain_computation_does() -> None:
-    """`read` takes a text's words once and splits only the words that hold a hyphen or a slash,
-    and `judge` leaves no word out of a negation's two rules when none differs (recall judges
+    """`read` takes a text's words once and splits none on hyphens or slashes (`words` already
+    did: the plain reading still tries), and `judge` leaves no word out of a negation's two rules when none differs (recall judges
     dozens of such pairs a call): over the labeled set's texts and some made for it, every reading
     is the plain one, and every pair's verdict is what the plain readings give."""
     from git_whetstone.semantics import judge as judge_mod

@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from ..base.config import Config
-from .words import STOPWORDS, normalize, stem, words
+from .words import content_of, normalize, stem, words
 
 # Words that name the same attribute's values: two rules that differ only in one of these say
 # opposite things (one value or the other). Written as they appear; matched after stemming.
@@ -85,7 +85,6 @@ _FILLER = frozenset(stem(w) for w in """place places prefer preferably ensure su
 should like rule thing things way ways instead rather whenever show display format render present write
 put set give apply""".split())
 _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
-_PARTS = re.compile(r"[-/]")  # a token's parts, were a token ever to hold a hyphen or a slash
 # Words that make the order of the others matter ("tabs rather than spaces", "convert X to Y"): a rule
 # holding one is the same as another only when their content words come in the same order.
 _RELATIONAL = frozenset("""to from into onto than instead rather over under before after above below as for with
@@ -121,7 +120,7 @@ class Reading:
 @lru_cache(maxsize=8192)
 def read(text: str) -> Reading:
     """What the judge reads of `text` (a recall reads each entry it returns that nobody read yet:
-    its words taken once, and split only where they can be)."""
+    its words taken once; a word never holds a hyphen or a slash, `words` splits there)."""
     tokens = words(text)
     found = set(tokens)
     forbids = bool(found & _PROHIBITION)
@@ -132,10 +131,9 @@ def read(text: str) -> Reading:
         numbers.add("0")  # "no decimals" is a value too
     values: dict[str, set[str]] = {}
     for token in tokens:
-        for part in _PARTS.split(token) if "-" in token or "/" in token else (token,):
-            slot = _SLOT_OF.get(part) or _SLOT_OF.get(stem(part))
-            if slot:
-                values.setdefault(slot, set()).add(stem(part))
+        slot = _SLOT_OF.get(token) or _SLOT_OF.get(stem(token))
+        if slot:
+            values.setdefault(slot, set()).add(stem(token))
     if "sans" in values.get("typeface", set()):  # "sans-serif" is one value, not two
         values["typeface"].discard("serif")
     return Reading(sequence, bool(found & _RELATIONAL), forbids, permits, frozenset(numbers),
@@ -147,10 +145,9 @@ def _sequence(text: str) -> tuple[str, ...]:
 
 
 def _sequence_of(tokens: list[str]) -> tuple[str, ...]:
-    """`_sequence` of a text whose `words` are `tokens`: its content words (`content_words`) less
-    filler and polarity words."""
-    return tuple(w for w in (stem(t) for t in tokens if t not in STOPWORDS)
-                 if w not in _FILLER and w not in _PERMISSION and w not in _PROHIBITION)
+    """`_sequence` of a text whose `words` are `tokens`: its content words less filler and
+    polarity words."""
+    return tuple(w for w in content_of(tokens) if w not in _FILLER and w not in _PERMISSION and w not in _PROHIBITION)
 
 
 def decisive_key(text: str) -> str:

@@ -71,4 +71,9 @@ def stem(word: str) -> str:
 
 def content_words(text: str) -> list[str]:
     """Stemmed tokens that carry meaning (no stopwords, no negations)."""
-    return [stem(t) for t in words(text) if t not in STOPWORDS]
+    return content_of(words(text))
+
+
+def content_of(tokens: list[str]) -> list[str]:
+    """`content_words` of a text whose `words` are `tokens`."""
+    return [stem(t) for t in tokens if t not in STOPWORDS]
