@@ -1,6 +1,6 @@
 """Recall's 8-bit scan (index/scan.py) changes nothing recall returns.
 
-A big store's first pass runs on compact vectors (int8 rows, float16 scopes) with numkong, and only
+A big store's first pass runs on compact vectors (int8 rows, bfloat16 scopes) with numkong, and only
 the rows that could matter are scored again in float32. These tests run recall both ways, the
 8-bit scan (`vector_scan = "int8"`, at every size) and every row in float32 (`"numpy"`, recall as
 it was before the scan existed), and require the same answer: on the labeled set with the default
@@ -206,6 +206,48 @@ def test_the_approximate_scores_stay_within_their_bound():
         error = np.abs(approx - exact).max(axis=0)
         assert (error <= slack).all(), (dim, (error - slack).max())
         assert slack.max() < 0.02, slack.max()  # tight enough to prune: a fiftieth of a cosine
+
+
+def test_the_bfloat16_scope_scores_stay_within_their_bound():
+    """The scopes' compact copies are bfloat16 (`scan.halve`: float32's top half, rounded to
+    nearest even, as numkong rounds it), the clauses bfloat16 twice over (rounded, then what the
+    rounding missed). A pass's scope scores stay within `scope_error` of the float32 products,
+    that bound is the scopes' largest rounding error (`scope_residual`, measured, not assumed)
+    plus the clauses' own, and it stays tight enough to prune. Scopes that say what a clause
+    says, and zero ones (a scope with no text), are among them."""
+    rng = np.random.default_rng(17)
+    vectors = rng.standard_normal((500, 256)).astype(np.float32)
+    vectors /= np.linalg.norm(vectors, axis=1, keepdims=True)
+    half, residual = scan.halve(vectors)
+    assert half.dtype == np.uint16
+    assert np.array_equal(half, np.asarray(scan.numkong().astype(vectors, "bfloat16")))  # numkong's rounding
+    assert np.isclose(residual, np.linalg.norm(vectors - scan.widen(half), axis=1).max(), rtol=1e-6, atol=0)
+    assert np.array_equal(scan.widen(scan.halve(scan.widen(half))[0]), scan.widen(half))  # exact once rounded
+    for dim, scopes, clauses in ((256, 3_000, 5), (384, 700, 1), (64, 200, 12)):
+        cols = _random_columns(rng, dim, 400, scopes)
+        queries = rng.standard_normal((clauses, dim)).astype(np.float32)
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        cols.phrases[1:clauses] = queries[1:]  # scope phrases that are the clauses: the largest products
+        cols.centroids[-1] = 0
+        assert cols.compact_ready(now=True)
+        # and the worst case the bound allows for: a clause along the largest rounding error of a
+        # scope (both its vectors that one), which the bound must cover in full
+        worst = int(np.argmax(np.linalg.norm(cols.phrases - scan.widen(cols.phrases16), axis=1)))
+        cols.centroids[worst] = cols.phrases[worst]
+        cols.scopes_changed(np.array([worst]))
+        along = cols.phrases[worst] - scan.widen(cols.phrases16[worst])
+        queries[0] = along / np.linalg.norm(along)
+        scanning = cols.scan(queries, 0.7)
+        assert cols.phrases16.dtype == np.uint16 and cols.scope_residual > 0
+        exact = np.maximum(queries @ cols.centroids.T, queries @ cols.phrases.T)
+        error = np.abs(scanning.scope - exact).max()
+        assert 0.9 * cols.scope_residual <= error <= scanning.scope_error < 3e-3, (dim, error, scanning.scope_error)
+        assert scanning.scope_error < 1.01 * cols.scope_residual + scan.EPS + 1e-5  # the clauses' part: small
+        assert (np.abs(np.diag(scanning.scope[1:, 1:clauses]) - 1) <= scanning.scope_error).all()
+        # the clauses' two parts: within a hundredth of a cosine's thousandth of the rounded scopes
+        # against the clauses themselves
+        rounded = np.maximum(queries @ scan.widen(cols.centroids16).T, queries @ scan.widen(cols.phrases16).T)
+        assert np.abs(scanning.scope - rounded).max() <= 1e-5, np.abs(scanning.scope - rounded).max()
 
 
 def test_doctor_says_which_scan_runs(store_root):

@@ -40,12 +40,12 @@ class Columns:
         self.scopes: list[tuple[str, str, str]] = []    # (kind, key, display), by scope number
         self._phrases = np.zeros((max(scope_capacity, 16), dim), np.float32)
         self._centroids = np.zeros((len(self._phrases), dim), np.float32)
-        self._phrases16 = np.zeros((len(self._phrases), dim), np.float16)
-        self._centroids16 = np.zeros((len(self._phrases), dim), np.float16)
-        self.scope_residual = 0.0  # the largest float16 rounding error of a phrase or centroid
+        self._phrases16 = np.zeros((len(self._phrases), dim), np.uint16)    # bfloat16 copies (`scan.halve`)
+        self._centroids16 = np.zeros((len(self._phrases), dim), np.uint16)
+        self.scope_residual = 0.0  # the largest bfloat16 rounding error of a phrase or centroid
         self.scope_likeness = np.zeros(0, np.float32)  # left by approximate(): each scope against its nearest clause
         self._coded = 0                                    # rows [0, _coded) have their compact copy
-        self._stale_scopes: list[np.ndarray] = []           # scopes whose float16 copy is out of date
+        self._stale_scopes: list[np.ndarray] = []           # scopes whose bfloat16 copy is out of date
         self._asked = False                                # a scan was asked for before
         self._scratch: dict[str, np.ndarray] = {}         # reused by `approximate`: no page faults per call
         self.readers: dict[str, object] = {}               # an image's readers of vectors and scope pairs (image.Rows)
@@ -134,7 +134,7 @@ class Columns:
         return True
 
     def scopes_changed(self, at: np.ndarray) -> None:
-        """Scopes `at` have new phrases or centroids: their float16 copy is made again before a scan."""
+        """Scopes `at` have new phrases or centroids: their bfloat16 copy is made again before a scan."""
         if len(at):
             self._stale_scopes.append(at)
             if self.readers:
@@ -282,7 +282,7 @@ class Columns:
 
 class Pass:
     """One intent's clauses against a snapshot's compact copies (`Columns.scan`): packed once,
-    every scope scored once in float16, then the rows scored for every row or for a subset of
+    every scope scored once in bfloat16, then the rows scored for every row or for a subset of
     them. Recall scores the rows of a few likely scopes first, learns from them how close a row
     must come to matter, and then scans only the rows of the scopes that can come that close
     (`scope_bound`): the same numbers, bit for bit, as the pass over every row gives them."""
@@ -302,7 +302,7 @@ class Pass:
         """Clauses × scopes: more than any row of the scope can score on the clause, whatever its
         text. Rows are the embedder's unit vectors (or zero, for an empty text), so a row's own
         part v·q is at most |q| (UNIT allows for float32 rounding in the normalisation); the
-        scope's part is its float16 score plus that score's error bound."""
+        scope's part is its bfloat16 score plus that score's error bound."""
         return (self.share * (self.scope + np.float32(self.scope_error))
                 + ((1 - self.share) * UNIT * self.norms).astype(np.float32)[:, None])
 

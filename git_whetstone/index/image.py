@@ -31,7 +31,8 @@ from .snapshot import FileTable, Snapshot
 
 NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
 MAGIC = b"whetstone snapshot\n"
-VERSION = 7  # 7: a scope's centroid and phrase side by side (`scope_pairs`), no longer two matrices
+VERSION = 8  # 8: the scopes' compact copies in bfloat16 (uint16 bits), no longer float16; 7: a scope's
+# centroid and phrase side by side (`scope_pairs`), no longer two matrices
 ALIGN = 64
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
 # thousand rows of them, and the scan reads only their compact copies. A scope's two vectors lie
