@@ -179,6 +179,14 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
     # connection, since closing the last one checkpoints the WAL (12 ms after each write).
     keep = cached is not None and db is None
     notice = None
+    # a bigger store's build from scratch (no index.sqlite, no image) writes a file of its own, put in
+    # place as index.sqlite once complete (`cache.scratch`, `cache.install`)
+    fresh = None
+    if (db is None and cached is None and len(stamps) > cache.SCRATCH_FROM
+            and not (store.path / "index.sqlite").exists() and not (store.path / image.NAME).exists()):
+        fresh = cache.scratch(store.path)
+        if fresh is not None:
+            db = fresh[0]
     if db is None:
         db = _reuse(store, cached) if keep else None
         try:
@@ -207,6 +215,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
+            if fresh is not None:
+                cache.install(db, fresh[1], store.path)
             _hold(store, snap, db, keep)
             if cached is None and not snap.mapped and snap.count >= image.IMAGE_FROM:
                 image.write(store.path, embedder.identity, snap)  # the next process maps it
@@ -282,18 +292,25 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         snap.stamps = stamps
         if records or unsaved:
             cache.save(db, embedder, unsaved, records, reuse.unused() if reuse is not None else None)
+        if fresh is not None:
+            cache.install(db, fresh[1], store.path)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):
             image.write(store.path, embedder.identity, snap)  # a process that loaded writes what the next one maps
         return snap
     except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
+        try:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        except sqlite3.ProgrammingError:  # closed: a build from scratch already put in place
+            pass
         LIVE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
         if cached is not None:
             cached.db = None
         db.close()
+        if fresh is not None:  # a half build is never put in place
+            cache.discard_scratch(fresh[1])
         raise
 
 
