@@ -7,6 +7,8 @@ identity, hash of the text) once the text has left it, so an edit, an undo, a mo
 switch embeds only texts that have no vector yet. The file is shared by every process (WAL mode):
 nobody waits on it longer than one short save, and a process that cannot write it (busy, a
 read-only store, a newer whetstone's schema) keeps its result in memory and leaves the file alone.
+A big store's build from scratch writes a file of its own instead, put in place once complete
+(`scratch`, `install`).
 """
 from __future__ import annotations
 
