@@ -28,14 +28,26 @@ def _dump(path):
         db.close()
 
 
-def _build(config, path, monkeypatch, scratch: bool):
+def _build(config, path, monkeypatch, scratch: bool, streamed: bool | None = None, reindexed: bool = True):
+    """A build from scratch (`reindex`); `streamed`: whether its image's entry vectors must have
+    been written as the batches came (None: as it happens when `scratch`)."""
     monkeypatch.setattr(cache, "SCRATCH_FROM", 100 if scratch else 10**9)
-    made = []
-    real = cache.scratch
+    made, held = [], []
+    real, holds = cache.scratch, image.Stream.holds
     monkeypatch.setattr(cache, "scratch", lambda root: made.append(1) or real(root))
-    reindex("big", config=config)
+    monkeypatch.setattr(image.Stream, "holds", lambda self, snap, offset: held.append(
+        holds(self, snap, offset) if streamed is not False else False) or held[-1])
+    if reindexed:
+        reindex("big", config=config)
+    else:  # a process that finds the index and the image gone (reindex would discard half images itself)
+        freshness.LIVE.clear()
+        for name in ("index.sqlite", "index.sqlite-wal", "index.sqlite-shm", image.NAME):
+            (path / name).unlink(missing_ok=True)
+        freshness.snapshot(_store(config, path), _embedder(config))
     assert bool(made) == scratch
+    assert held == ([] if not scratch else [scratch if streamed is None else streamed])
     freshness.LIVE.clear()
+    assert [p.name for p in path.iterdir() if p.name.endswith(".tmp")] == []
     return _dump(path), (path / image.NAME).read_bytes()
 
 
@@ -62,8 +74,9 @@ def test_a_build_from_scratch_is_the_build_straight_into_the_index(big, monkeypa
     assert direct[0][0].count("INSERT INTO \"files\"") == 600
     assert scratch[0] == direct[0]  # every table, row by row, and the WAL mode other processes expect
     assert scratch[0][1] == "wal"
-    assert scratch[1] == direct[1]  # the image
+    assert scratch[1] == direct[1]  # the image, its entry vectors streamed into it as the batches came
     assert _scratch_files(path) == []
+    assert _build(config, path, monkeypatch, scratch=True, streamed=False) == direct  # or written whole
     # and a later process uses it as it does the other: only the broken file is read again (HEAD may have moved)
     assert _saved_by_the_next_process(config, path, monkeypatch) == direct_next
     assert len(direct_next) == 1 and len(direct_next[0]) == 1
@@ -119,8 +132,11 @@ def test_a_killed_build_s_file_is_never_used_and_the_next_build_clears_it(big, m
         os.utime(planted, (time.time() - age, time.time() - age))
     young = path / f"{cache.SCRATCH}{dead}9"  # dead too, but written to lately: maybe another pid namespace's
     young.write_bytes(b"half")
-    assert _build(config, path, monkeypatch, scratch=True) == reference
-    assert _scratch_files(path) == [young.name]  # the old one cleared, this process's own replaced
+    half_image = path / f"{image.NAME}.{dead}.tmp"  # the image it was streaming
+    half_image.write_bytes(b"half")
+    os.utime(half_image, (time.time() - 2 * cache.SCRATCH_STALE,) * 2)
+    assert _build(config, path, monkeypatch, scratch=True, reindexed=False) == reference
+    assert _scratch_files(path) == [young.name] and not half_image.exists()  # the old ones cleared
 
 
 def test_a_good_index_another_process_put_in_place_meanwhile_is_kept(big, monkeypatch):  # noqa: F811

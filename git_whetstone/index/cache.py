@@ -137,14 +137,18 @@ def _holds_files(path: Path) -> bool:
 
 
 def sweep_scratch(root: Path) -> None:
-    """Remove the `scratch` files of builds that were killed: their process is gone and nothing has
-    written to them for SCRATCH_STALE seconds (a build in another pid namespace looks dead here)."""
+    """Remove the `scratch` files of builds that were killed, and the images they were writing
+    (`image.Stream`): their process is gone and nothing has written to them for SCRATCH_STALE
+    seconds (a build in another pid namespace looks dead here)."""
+    images = f"{image.NAME}."
     try:
-        names = [name for name in os.listdir(root) if name.startswith(SCRATCH)]
+        names = [name for name in os.listdir(root) if name.startswith(SCRATCH)
+                 or name.startswith(images) and name.endswith(".tmp")]
     except OSError:
         return
     for name in names:
-        owner = name[len(SCRATCH):].split("-", 1)[0]
+        owner = (name[len(SCRATCH):].split("-", 1)[0] if name.startswith(SCRATCH)
+                 else name[len(images):-len(".tmp")])
         if not owner.isdigit() or int(owner) == os.getpid():
             continue
         try:
