@@ -179,6 +179,14 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
     # connection, since closing the last one checkpoints the WAL (12 ms after each write).
     keep = cached is not None and db is None
     notice = None
+    # a bigger store's build from scratch (no index.sqlite, no image) writes a file of its own, put in
+    # place as index.sqlite once complete (`cache.scratch`, `cache.install`)
+    fresh = stream = None
+    if (db is None and cached is None and len(stamps) > cache.SCRATCH_FROM
+            and not (store.path / "index.sqlite").exists() and not (store.path / image.NAME).exists()):
+        fresh = cache.scratch(store.path)
+        if fresh is not None:
+            db = fresh[0]
     if db is None:
         db = _reuse(store, cached) if keep else None
         try:
@@ -207,6 +215,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
             snap.stamps = stamps
+            if fresh is not None:
+                cache.install(db, fresh[1], store.path)
             _hold(store, snap, db, keep)
             if cached is None and not snap.mapped and snap.count >= image.IMAGE_FROM:
                 image.write(store.path, embedder.identity, snap)  # the next process maps it
@@ -240,6 +250,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             # and only the others are kept in `vectors`, by the last save
             reuse = build.Reuse(db, embedder, to_read + removed, written.read if written is not None else None)
             given = written.take(store, to_read) if written is not None else None
+            if fresh is not None and not held and deferred is None:  # its image's biggest array, as it comes
+                stream = image.Stream(store.path, embedder.dim)
             for batch in build.files(store, embedder, db, to_read, stamps, reuse, progress, given=given):
                 for path, rows, record in batch:
                     records.append(record)
@@ -259,6 +271,8 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
                     # first guess already too big: a store's early files hold more entries a byte)
                     if files < len(changed) and snap.size + sum(rows.n for _, rows, _ in batch) > snap.capacity:
                         snap.grow_rows(start + rows_read * 9 * max(total, 1) // (8 * max(bytes_read, 1)))
+                    if stream is not None:
+                        stream.add(snap, [rows.vectors for _, rows, _ in batch])
                     snap.add_files([(path, rows) for path, rows, _ in batch])
                 if files < len(changed):
                     # while the workers make the next batches: this one saved (a short transaction of
@@ -282,18 +296,29 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         snap.stamps = stamps
         if records or unsaved:
             cache.save(db, embedder, unsaved, records, reuse.unused() if reuse is not None else None)
+        if fresh is not None:
+            cache.install(db, fresh[1], store.path)
         _hold(store, snap, db, keep)
         if (cached is None and snap.count >= image.IMAGE_FROM
                 and (not snap.mapped or len(changed) + len(removed) > image.REWRITE_SHARE * len(snap.files))):
-            image.write(store.path, embedder.identity, snap)  # a process that loaded writes what the next one maps
+            image.write(store.path, embedder.identity, snap, stream)  # a process that loaded writes what the next one maps
+        if stream is not None:
+            stream.drop()  # (unless `write` used it)
         return snap
     except BaseException:
-        if db.in_transaction:
-            db.execute("ROLLBACK")
+        try:
+            if db.in_transaction:
+                db.execute("ROLLBACK")
+        except sqlite3.ProgrammingError:  # closed: a build from scratch already put in place
+            pass
         LIVE.pop((str(store.path), embedder.identity), None)  # a half-patched snapshot is not kept
         if cached is not None:
             cached.db = None
         db.close()
+        if fresh is not None:  # a half build is never put in place
+            cache.discard_scratch(fresh[1])
+        if stream is not None:
+            stream.drop()
         raise
 
 

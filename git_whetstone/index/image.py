@@ -34,6 +34,7 @@ MAGIC = b"whetstone snapshot\n"
 VERSION = 8  # 8: the scopes' compact copies in bfloat16 (uint16 bits), no longer float16; 7: a scope's
 # centroid and phrase side by side (`scope_pairs`), no longer two matrices
 ALIGN = 64
+HEADER_ALIGN = 4096  # the header's room: whole pages (see `Stream`)
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
 # thousand rows of them, and the scan reads only their compact copies. A scope's two vectors lie
 # side by side (scopes × 2 × dim, `SCOPE_PAIR`'s order), so one read gets both: recall wants both
@@ -218,9 +219,10 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
     return snap, header["arrays"]
 
 
-def write(root: Path, identity: str, snap: Snapshot) -> None:
+def write(root: Path, identity: str, snap: Snapshot, stream: Stream | None = None) -> None:
     """Write `snap` as the image at `root` (through a temporary file and a rename); a store that
-    cannot be written keeps the image it has, or none."""
+    cannot be written keeps the image it has, or none. `stream`, when given, holds the entry
+    vectors a build wrote into that file as it went (it is used up either way)."""
     paths, stamps, warnings, numbers, sums, phrases, raws = [], [], [], [], [], [], []
     scope_number, scope_name = [], []
     names = {(kind, key, display): i for i, (kind, key, display) in enumerate(snap.scopes)}
@@ -283,17 +285,29 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
     blob_size = offset
     header["arrays"] = {name: [0, dtype, shape] for name, (_, dtype, shape) in layout.items()}
     header["raw_base"] = 0
-    room = _aligned(len(MAGIC) + 8 + len(json.dumps(header, ensure_ascii=False).encode()) + 24 * (len(layout) + 1))
+    # (whole pages: a header of a few KB always gets the same room, so a build's `Stream` knows
+    # where the entry vectors, the first array, will lie before anything else is known)
+    room = _aligned(len(MAGIC) + 8 + len(json.dumps(header, ensure_ascii=False).encode()) + 24 * (len(layout) + 1),
+                    HEADER_ALIGN)
     header["arrays"] = {name: [room + off, dtype, shape] for name, (off, dtype, shape) in layout.items()}
     header["raw_base"] = room + blob_size
     text = json.dumps(header, ensure_ascii=False).encode()
     if len(MAGIC) + 8 + len(text) > room:
         return  # cannot happen: the reserve is larger than the offsets can grow
     tmp = root / f"{NAME}.{os.getpid()}.tmp"  # ignored by the stores' .gitignore too (index.sqlite*)
+    # the entry vectors a build streamed into the file as they came are in place when they are all
+    # of this snapshot's, where this header puts them; else the file is written whole
+    streamed = stream is not None and stream.holds(snap, header["arrays"]["vectors"][0])
+    if stream is not None and not streamed:
+        stream.drop()
     try:
-        with open(tmp, "wb") as out:
+        with open(tmp, "r+b" if streamed else "wb") as out:
+            if streamed:
+                stream.close()  # (this `out` writes the rest of the same file)
             out.write(MAGIC + len(text).to_bytes(8, "little") + text)
             for name, array in arrays.items():
+                if streamed and name == "vectors":
+                    continue
                 out.seek(header["arrays"][name][0])  # what is skipped reads as zeros
                 out.write(memoryview(array).cast("B"))
             out.seek(header["raw_base"])
@@ -306,8 +320,63 @@ def write(root: Path, identity: str, snap: Snapshot) -> None:
             pass
 
 
-def _aligned(offset: int) -> int:
-    return -(-offset // ALIGN) * ALIGN
+def _aligned(offset: int, align: int = ALIGN) -> int:
+    return -(-offset // align) * align
+
+
+class Stream:
+    """The image a build from scratch writes as its batches come, while its workers make the next
+    ones: each batch's entry vectors (the biggest array, 100 MB at 100,000 entries, and the first,
+    right after the header's room) go straight to their place in the temporary file `write` then
+    completes, instead of all of them after the build. Their place is known beforehand as long as
+    the header fits in its first HEADER_ALIGN bytes; when it does not, or the snapshot's rows are
+    not exactly those streamed (compacted after the build), `write` writes the file whole."""
+
+    def __init__(self, root: Path, dim: int) -> None:
+        self.path = root / f"{NAME}.{os.getpid()}.tmp"
+        self.dim, self.rows, self.snap = dim, 0, None
+        try:
+            self.fd: int | None = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC, 0o644)
+        except OSError:  # a read-only store: nothing streamed, and `write` finds out itself
+            self.fd = None
+
+    def add(self, snap: Snapshot, vectors: list[np.ndarray]) -> None:
+        """The entry vectors of the files about to be added to `snap` (after its rows), in order."""
+        if self.fd is None:
+            return
+        if self.snap is None and snap.size == 0:
+            self.snap = snap
+        if snap is not self.snap or snap.size != self.rows:  # not rows 0.. of one snapshot: give up
+            self.drop()
+            return
+        views = [memoryview(np.ascontiguousarray(v, np.float32)).cast("B") for v in vectors if len(v)]
+        want = sum(len(view) for view in views)
+        try:
+            done = os.pwritev(self.fd, views, HEADER_ALIGN + self.rows * self.dim * 4) if views else 0
+        except OSError:
+            done = -1
+        if done != want:  # (a full disk, or a short write)
+            self.drop()
+            return
+        self.rows += sum(len(v) for v in vectors)
+
+    def holds(self, snap: Snapshot, offset: int) -> bool:
+        """Whether the file holds exactly `snap`'s entry vectors, at `offset`."""
+        return self.fd is not None and snap is self.snap and snap.size == self.rows and offset == HEADER_ALIGN
+
+    def close(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def drop(self) -> None:
+        """Stop streaming and remove the file (`write` is not going to use it)."""
+        if self.fd is not None:
+            self.close()
+            try:
+                self.path.unlink(missing_ok=True)
+            except OSError:
+                pass
 
 
 def discard(root: Path) -> None:
