@@ -90,20 +90,30 @@ def test_the_index_after_a_compact_is_the_one_built_from_scratch(store_root, mon
     assert out["report"] == report
 
 
-def test_a_file_edited_between_compacts_write_and_its_refresh_is_parsed(store_root, monkeypatch):
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_file_edited_between_compacts_write_and_its_refresh_is_parsed(store_root, monkeypatch, overlap):
     _, config, built = bench_store(monkeypatch, "written", 3_000, 19)
     compact_op.compact("written", dry_run=True, config=config)
+    monkeypatch.setattr(compact_op, "OVERLAP", overlap)
     edited: list[str] = []
     real_write = Store.write_and_commit
 
-    def write_then_edit(self, message, files, **kw):
-        real_write(self, message, files, **kw)
-        # a person's edit right after compact's commit: a rule reworded, same length, same file
-        path = max((p for p, data in files.items() if data), key=lambda p: len(files[p]))
-        text = path.read_text()
-        at = text.index("\n\n") + 2  # the first block's body
-        path.write_text(text[:at] + ("X" if text[at] != "X" else "Y") + text[at + 1:])
-        edited.append(str(path.relative_to(self.path)))
+    def write_then_edit(self, message, files, meanwhile=None, **kw):
+        def edit() -> None:
+            # a person's edit right after compact's write: a rule reworded, same length, same file
+            path = max((p for p, data in files.items() if data), key=lambda p: len(files[p]))
+            text = path.read_text()
+            at = text.index("\n\n") + 2  # the first block's body
+            path.write_text(text[:at] + ("X" if text[at] != "X" else "Y") + text[at + 1:])
+            edited.append(str(path.relative_to(self.path)))
+
+        def edit_then_refresh():  # (the refresh runs while git stages the files)
+            edit()
+            return meanwhile()
+        made = real_write(self, message, files, meanwhile=edit_then_refresh if meanwhile else None, **kw)
+        if meanwhile is None:  # (the refresh runs after the commit)
+            edit()
+        return made
 
     monkeypatch.setattr(Store, "write_and_commit", write_then_edit)
     handed = _handed_over(monkeypatch)
@@ -234,3 +244,85 @@ def test_a_key_index_gives_its_rows_as_looking_up_each_key_does(keys, changes) -
         elif not remove:
             index[key] = row
         assert index.values() == [index[key] for key in index]
+
+
+def scope_bytes(path) -> dict:
+    return {p: p.read_bytes() for folder in ("learnings", "issues") for p in (path / folder).glob("*.md")}
+
+
+def test_a_compacts_refresh_beside_git_gives_the_commit_index_and_output_of_a_refresh_after_it(
+        store_root, monkeypatch):
+    """The refresh after an applied compact runs while git stages its files (`OVERLAP`): on two
+    copies of one store, with the workers, the same commit, the same index and the same output as
+    refreshing once the commit is made (the reference), nothing committed while it ran, and the
+    snapshot left naming the commit's HEAD."""
+    import shutil
+
+    from git_whetstone.base.config import load
+
+    _, config, built = bench_store(monkeypatch, "big", 3_000, 29)
+    with_copies(built.path)
+    other = store_root.parent / "reference"
+    shutil.copytree(built.path, other / "big", symlinks=True)
+    monkeypatch.setattr(build, "POOL_FROM", 10)
+    seen: dict[bool, list] = {True: [], False: []}
+    real_take = build.Written.take
+    results = {}
+    for root, overlap in ((store_root, True), (other, False)):
+        monkeypatch.setenv("WHETSTONE_STORE_ROOT", str(root))
+        monkeypatch.setattr(compact_op, "OVERLAP", overlap)
+        freshness.LIVE.clear()
+        config = load()
+        path = root / "big"
+        before = git(path, "rev-parse", "HEAD").stdout
+
+        def take(self, store, paths, overlap=overlap, path=path, before=before):
+            # what the refresh finds: HEAD (not committed yet, or committed) and the journal
+            seen[overlap].append((git(path, "rev-parse", "HEAD").stdout == before,
+                                  (path / ".git" / "whetstone-journal.json").exists()))
+            return real_take(self, store, paths)
+        monkeypatch.setattr(build.Written, "take", take)
+        out = compact_op.compact("big", config=config)
+        assert out["committed"] and len(out["changes"]) > 32
+        snap = freshness.LIVE[(str(path), Workspace.of(config).embedder.identity)]
+        assert snap.stamps["@HEAD"] == git(path, "rev-parse", "HEAD").stdout.strip() != before.strip()
+        results[overlap] = (out, git(path, "rev-parse", "HEAD^{tree}").stdout, files_table(path),
+                            git(path, "log", "-1", "--format=%B").stdout)
+    assert seen[True] == [(True, True)] and seen[False] == [(False, False)]
+    (out, tree, table, message), (ref_out, ref_tree, ref_table, ref_message) = results[True], results[False]
+    assert out == ref_out and tree == ref_tree and message == ref_message
+    assert {p: row[:1] + row[2:] for p, row in table.items()} == {p: row[:1] + row[2:] for p, row in ref_table.items()}
+    fresh, _ = scratch(config, "big", store_root / "big")
+    assert table == fresh
+
+
+@pytest.mark.parametrize("overlap", [True, False])
+def test_a_compact_whose_commit_a_hook_refuses_puts_its_files_back_and_the_index_follows_them(
+        store_root, monkeypatch, overlap):
+    """A commit refused (a pre-commit hook says no) after the refresh ran beside git: the compact
+    fails with one line, every file is put back, HEAD and git's index are as before, and the next
+    read's index is the one built from scratch, its snapshot naming HEAD."""
+    from git_whetstone.base.errors import WhetstoneError
+
+    _, config, built = bench_store(monkeypatch, "refused", 1_000, 31)
+    with_copies(built.path)
+    monkeypatch.setattr(compact_op, "OVERLAP", overlap)
+    monkeypatch.setattr(build, "POOL_FROM", 10)
+    path = built.path
+    hook = path / ".git" / "hooks" / "pre-commit"
+    hook.write_text("#!/bin/sh\necho 'not today' >&2\nexit 1\n")
+    hook.chmod(0o755)
+    handed = _handed_over(monkeypatch)
+    files, head = scope_bytes(path), git(path, "rev-parse", "HEAD").stdout
+    with pytest.raises(WhetstoneError, match="not today"):
+        compact_op.compact("refused", config=config)
+    assert bool(handed and handed[-1].taken) is overlap  # the refresh ran beside git, over the files written
+    assert scope_bytes(path) == files and git(path, "rev-parse", "HEAD").stdout == head
+    assert git(path, "status", "--porcelain", "--untracked-files=no").stdout == ""
+    assert not (path / ".git" / "whetstone-journal.json").exists()
+    ws = Workspace.of(config)
+    snap = ws.snapshot(ws.store("refused"))
+    assert snap.stamps["@HEAD"] == head.strip()
+    after = files_table(path)
+    fresh, _ = scratch(config, "refused", path)
+    assert after == fresh

@@ -1060,11 +1060,12 @@ def test_a_capture_on_a_really_full_disk(tmp_path: Path, monkeypatch) -> None:
         subprocess.run(["umount", "-l", str(mount)], check=False)
 
 
-@pytest.mark.parametrize("point", ["replaced-*.md:20", "git-update-index"])
+@pytest.mark.parametrize("point", ["replaced-*.md:20", "git-update-index", "refresh-written", "git-update-index-done"])
 def test_a_compact_killed_between_its_files_and_its_commit_is_completed_by_the_next_write(
         store_root: Path, monkeypatch, zygote, point: str) -> None:
     """A compact writes its many files side by side: killed part way through them, or after all of
-    them but before its commit, the next write completes it from the journal, and the store holds
+    them but before its commit (while git stages them and it refreshes the index meanwhile, or
+    once git has staged them), the next write completes it from the journal, and the store holds
     what an uninterrupted compact commits."""
     import shutil
 

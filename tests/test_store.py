@@ -711,3 +711,43 @@ def test_a_many_file_change_that_cannot_write_a_file_changes_none(tmp_path: Path
     with pytest.raises(OSError):
         journal.apply(old, new)
     assert tree_state(tmp_path) == before
+
+
+def test_what_runs_while_git_stages_a_write_sees_it_uncommitted_and_its_failure_undoes_it(store_root) -> None:
+    """`write_and_commit(meanwhile=…)`: called once the files are written, before the commit (the
+    journal still there, HEAD not moved); its result returned once committed. If it raises, the
+    change is undone as a refused commit is: files, HEAD and git's index as before."""
+    from git_whetstone.base.config import load
+    from git_whetstone.ops.attach import create
+    from git_whetstone.store.store import Store
+    from tests.helpers import git
+
+    config = load()
+    store = Store.open(config, "beside")
+    create(store)
+    head = git(store.path, "rev-parse", "HEAD").stdout
+    files = {store.path / "learnings" / f"s{n}.md": f"## L{n}: rule {n}\n\nbody {n}\n" for n in range(40)}
+    seen = []
+
+    def meanwhile():
+        seen.append((git(store.path, "rev-parse", "HEAD").stdout == head,
+                     (store.path / ".git" / "whetstone-journal.json").exists(),
+                     all(p.read_text() == t for p, t in files.items())))
+        return "made"
+    with store.lock():
+        assert store.write_and_commit("many", files, meanwhile=meanwhile) == "made"
+    assert seen == [(True, True, True)]
+    assert git(store.path, "log", "-1", "--format=%s").stdout.strip() == "many"
+    assert set(git(store.path, "ls-files", "learnings").stdout.split()) == {f"learnings/s{n}.md" for n in range(40)}
+    head = git(store.path, "rev-parse", "HEAD").stdout
+
+    def fails():
+        raise RuntimeError("refresh broke")
+    changed = {p: t.replace("body", "new body") for p, t in files.items()}
+    with store.lock():
+        with pytest.raises(RuntimeError, match="refresh broke"):
+            store.write_and_commit("undone", changed, meanwhile=fails)
+    assert all(p.read_text() == t for p, t in files.items())
+    assert git(store.path, "rev-parse", "HEAD").stdout == head
+    assert git(store.path, "status", "--porcelain").stdout == ""
+    assert not (store.path / ".git" / "whetstone-journal.json").exists()

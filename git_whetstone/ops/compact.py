@@ -59,6 +59,9 @@ ALWAYS_SHARE = 0.5           # ... making at least this share of the different i
 ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (tasks)
 
 
+# The refresh after an applied compact runs while git stages its files (False: after the commit,
+# the reference the tests compare with).
+OVERLAP = True
 ESTIMATE_FROM = 5_000        # entries from which compact says how long it will take
 RATE = "whetstone-compact-rate.json"  # in .git: the last runs' seconds per 1,000 entries
 DEFAULT_RATE = {"dry": 0.12, "apply": 0.45}  # seconds per 1,000 entries on a 2-core machine, at 100,000
@@ -121,18 +124,29 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
             files = _apply(store, snap, plan, entries, written=known)
             data = {rel: None if text is None else text.encode("utf-8") for rel, text in files.items()}
             lines = "\n".join(f"- {c}" for c in plan.changes)
-            store.write_and_commit(f"compact: {len(plan.changes)} changes\n\n{lines}\n",
-                                   {store.path / rel: blob for rel, blob in data.items()})
+
+            def refresh() -> tuple[Snapshot, list[Entry | None]]:
+                # the files it wrote are not parsed again, nor their records decoded after: their
+                # entries are the ones it made as it wrote them
+                written = Written({rel: (data[rel], found) for rel, found in known.items()}, read)
+                fresh = ws.snapshot(store, written)
+                for rel, found in written.taken.items():
+                    rows = fresh.files.get(rel)
+                    if rows is not None and rows.warning is None:
+                        read[(rel, rows.stamp)] = found
+                return fresh, rows_of(fresh, read)  # the files the commit left alone are not decoded again
+            # the index is brought up to date with the files written while git stages them
+            # (`meanwhile`); committed only once write_and_commit has returned
+            made = store.write_and_commit(f"compact: {len(plan.changes)} changes\n\n{lines}\n",
+                                          {store.path / rel: blob for rel, blob in data.items()},
+                                          meanwhile=refresh if OVERLAP else None)
             committed = True
-            # the files it wrote are not parsed again, nor their records decoded after: their
-            # entries are the ones it made as it wrote them
-            written = Written({rel: (data[rel], found) for rel, found in known.items()}, read)
-            snap = ws.snapshot(store, written)
-            for rel, found in written.taken.items():
-                rows = snap.files.get(rel)
-                if rows is not None and rows.warning is None:
-                    read[(rel, rows.stamp)] = found
-            entries = rows_of(snap, read)  # the files the commit left alone are not decoded again
+            snap, entries = made if OVERLAP else refresh()
+            # HEAD has moved since the refresh looked: a recheck, which reads a broken file again
+            # from the new HEAD (and nothing else: the snapshot's stamps then name the new HEAD)
+            again = ws.snapshot(store)
+            if again is not snap or again.warned:
+                snap, entries = again, rows_of(again, read)
     report = findings(store, snap, config, keys, entries)
     keys.save()
     _remember_pace(store, snap.count, time.monotonic() - started, not committed)  # nothing written: a dry run's pace
