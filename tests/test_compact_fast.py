@@ -212,6 +212,42 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     merged = sum("provenance" in update for update in plan.updates.values())
     assert moved > 100 and merged >= 10
     assert fast == compact_op._apply(store, snap, plan, entries, reference=True)
+    # and the entries it hands the index for the files it wrote, placed from those texts at once
+    # as when each heading line is read in turn (`_placed_by_line`)
+    known, reference = {}, {}
+    compact_op._apply(store, snap, plan, entries, written=known)
+    compact_op._apply(store, snap, plan, entries, reference=True, written=reference)
+    assert len(known) > 100 and known == reference
+
+
+_OTHER_LINES = st.sampled_from(["##", "## L2", "##x", "##  · no id", " ## L3 · indented", "## L9 · not held",
+                                "- scope: s", "body text", "", "  ", "\t"])
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.sampled_from(["L1", "L2", "L3", "I7", "L12"]), max_size=5, unique=True), st.booleans(),
+       st.lists(st.tuples(st.integers(0, 60), _OTHER_LINES), max_size=2), st.integers(0, 2),
+       st.sampled_from(["\n", "\r\n"]), st.booleans(), st.sampled_from(["exact", "one less", "one more"]))
+def test_placing_a_written_files_entries_at_once_reads_what_the_line_by_line_reading_reads(
+        ids, twice, others, blank_first, newline, final, held) -> None:
+    """`_placed` (the text split at its headings at once) gives what `_placed_by_line` gives, on
+    files of blocks (an id twice among them) with lines of every other shape put in (a bare `##`,
+    a heading without title or id, `##x`, blank lines first or between), either line ending, with or
+    without a final newline, the entries held being the blocks' or one fewer or one more."""
+    ids = ids + ids[:1] if twice else ids
+    lines = [""] * blank_first
+    for n, bid in enumerate(ids):
+        lines += [f"## {bid} · title {n}", "- scope: s", "", f"body of {bid}" + " more" * n, ""][:5 - n % 2]
+    for at, line in others:
+        lines.insert(min(at, len(lines)), line)
+    text = newline.join(lines) + (newline if final and lines else "")
+    wanted = set(ids)
+    if held == "one less" and wanted:
+        wanted.discard(min(wanted))
+    elif held == "one more":
+        wanted.add("L4")
+    by_id = {bid: compact_op.Entry(bid, "learning", "x.md", 0, "t", "s", "b", 1, None, None, ()) for bid in wanted}
+    assert compact_op._placed("x.md", text, by_id) == compact_op._placed_by_line("x.md", text, by_id)
 
 
 def test_a_big_compact_says_how_long_it_will_take_and_reports_its_progress(store_root, monkeypatch):

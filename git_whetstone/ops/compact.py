@@ -24,6 +24,7 @@ import os
 import re
 import time
 from dataclasses import dataclass
+from itertools import repeat
 from pathlib import Path
 from typing import Any, Callable
 
@@ -596,7 +597,9 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
     if written is not None:
         for rel, text in texts.items():
             by_id = held.get(rel)
-            placed = _placed(rel, text, by_id) if by_id is not None and not blank(text) else None
+            placed = None
+            if by_id is not None and not blank(text):
+                placed = (_placed_by_line if reference else _placed)(rel, text, by_id)
             if placed is not None:
                 written[rel] = placed
     return {rel: (None if blank(text) else text) for rel, text in texts.items()}
@@ -619,7 +622,37 @@ def _updated(e: Entry, rel: str, scope: str, fields: dict[str, str], update: dic
         e.provenance + tuple(added) if added else e.provenance, e.always or bool(update.get("always"))))
 
 
+# a heading line after a newline as `_placed_by_line` reads its id: up to the first space after `## `
+_HEAD_WITH_ID = re.compile(r"\n## ([^ \n]*) ")
+
+
 def _placed(rel: str, text: str, by_id: dict[str, Entry]) -> list[Entry] | None:
+    """`_placed_by_line` without a regular expression tried at every line (`^` is no literal an
+    expression's search can skip to) nor a step per heading to find its id and line: the text split
+    at each `\n## <id> ` at once, the lines counted in the pieces between. It takes a text whose
+    every `\n##` starts such a heading, and reads any other as `_placed_by_line` does."""
+    if "\r" in text:
+        return None
+    lead = text.startswith("##")  # (a heading on the first line: read as if after a newline)
+    whole = "\n" + text if lead else text
+    pieces = _HEAD_WITH_ID.split(whole)  # before the first, then each heading's id and what follows it
+    ids = pieces[1::2]
+    if not ids or len(ids) != whole.count("\n##"):  # a `##` line of another shape: read line by line
+        return _placed_by_line(rel, text, by_id)
+    if pieces[0].strip() or len(ids) != len(by_id):
+        return None
+    line = pieces[0].count("\n") + (1 if lead else 2)  # the first heading's (its newline split off)
+    out: list[Entry] = []
+    for bid, more in zip(ids, map(str.count, pieces[2::2], repeat("\n"))):  # (the lines of each block)
+        e = by_id.get(bid)
+        if e is None:
+            return None
+        out.append(tuple.__new__(Entry, (*e[:3], line, *e[4:])))
+        line += more + 1
+    return out if len({e.id for e in out}) == len(out) else None
+
+
+def _placed_by_line(rel: str, text: str, by_id: dict[str, Entry]) -> list[Entry] | None:
     """The entries of `text` in file order with their lines, from `by_id`, when its blocks are
     exactly those (each heading `## <id> ` of an entry there, once, nothing before the first, no
     carriage return); else None."""
