@@ -253,12 +253,34 @@ class Keys:
     def keep(self, digest: str, verdicts: Any) -> None:
         self.used_scopes[digest] = verdicts
 
+    def close_pairs(self, vectors: np.ndarray, bar: float) -> list[tuple[int, int]]:
+        """`_close_pairs(vectors, bar)`, kept by a digest of the bar and the vectors' bytes: the
+        scopes' phrases rarely change between two runs, and their product is most of a plan's
+        time at 10,000 scopes (a run that finds them kept reuses the very pairs it found)."""
+        vectors = np.ascontiguousarray(vectors, np.float32)
+        h = hashlib.sha1(f"close pairs\0{bar!r}\0{vectors.shape}\0".encode())
+        h.update(vectors.tobytes())
+        digest = h.hexdigest()
+        found = self.recall(digest)
+        if not isinstance(found, list):
+            found = _close_pairs(vectors, bar)
+            self.keep(digest, found)
+        return [(a, b) for a, b in found]
+
     def shared(self, texts: list[str], pairs: np.ndarray) -> np.ndarray:
         """A mask over `pairs` (positions in `texts`): the pairs whose two texts share a key."""
         if not len(pairs):
             return np.zeros(0, bool)
-        number = np.array([self.number(t) for t in texts], np.int64)
+        number = self.numbers(texts)
         return number[pairs[:, 0]] == number[pairs[:, 1]]
+
+    def numbers(self, texts: list[str]) -> np.ndarray:
+        """`number` of each text, as an array (the texts seen before in one dict lookup each)."""
+        found = list(map(self.number_of.get, texts))
+        for at, n in enumerate(found):
+            if n is None:
+                found[at] = self.number(texts[at])
+        return np.array(found, np.int64)
 
     def hash(self, text: str) -> str:
         found = self.hashes.get(text)
@@ -332,7 +354,8 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         if not numbers:
             continue
         groups = Groups(len(numbers))
-        for a, b in _close_pairs(snap.phrases[numbers], config.threshold("scope_merge")):
+        phrases, bar = snap.phrases[numbers], config.threshold("scope_merge")
+        for a, b in _close_pairs(phrases, bar) if every_pair else keys.close_pairs(phrases, bar):
             groups.union(a, b)
         words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
         for at, n in enumerate(numbers):
@@ -757,19 +780,44 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
                           "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
                           "rules": [old.body, new.body], "scope": old.scope})
 
-    for rows in _by_scope(snap, every_pair):
-        sims = snap.vectors[rows] @ snap.vectors[rows].T
-        pairs = np.argwhere(np.triu(sims >= grey, 1))
-        if not every_pair and len(pairs):
-            shared = keys.shared([entries[i].body for i in rows], pairs)
-            other = pairs[~shared]
-            cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
+    if every_pair:
+        for rows in _by_scope(snap):
+            sims = snap.vectors[rows] @ snap.vectors[rows].T
+            for a, b in np.argwhere(np.triu(sims >= grey, 1)).tolist():
+                look(rows[a], rows[b], float(sims[a, b]))
+    else:
+        # each scope's product as the reference makes it (the same cosines to the last bit), and
+        # of it only the cosines above the diagonal: which rows they pair, and all that follows,
+        # worked out over arrays for all the scopes of one size at once, not scope by scope
+        rows, starts, ends = _scope_runs(snap)
+        vectors, sizes = snap.vectors, ends - starts
+        olds, news, parts, scope_of_pair = [], [], [], []
+        for size in np.unique(sizes).tolist():
+            a, b = np.triu_indices(size, 1)  # row by row, as np.argwhere(np.triu(...)) lists them
+            at = np.flatnonzero(sizes == size)
+            for start in starts[at].tolist():
+                run = rows[start:start + size]
+                sims = vectors[run] @ vectors[run].T
+                parts.append(sims[a, b])
+            olds.append((starts[at, None] + a).ravel())
+            news.append((starts[at, None] + b).ravel())
+            scope_of_pair.append(np.repeat(at, len(a)))
+        if parts:
+            cosine = np.concatenate(parts)
+            close = cosine >= grey
+            old, new, cosine = rows[np.concatenate(olds)[close]], rows[np.concatenate(news)[close]], cosine[close]
+            # the keys of every text in a scope with a close pair (those the scope-by-scope reading read)
+            near = np.zeros(len(starts), bool)
+            near[np.concatenate(scope_of_pair)[close]] = True
+            at = np.concatenate([rows[:0], *(rows[a:b] for a, b in zip(starts[near].tolist(), ends[near].tolist()))])
+            number = np.full(snap.size, -1, np.int64)
+            number[at] = keys.numbers([entries[i].body for i in at.tolist()])
+            shared = number[old] == number[new]
+            cosines = cosine[~shared].astype(np.float64)
             unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
-            index = np.array(rows, np.int64)
-            rest.append((index[other[unsure, 0]], index[other[unsure, 1]], cosines[unsure]))
-            pairs = pairs[shared]
-        for a, b in pairs.tolist():
-            look(rows[a], rows[b], float(sims[a, b]))
+            rest.append((old[~shared][unsure], new[~shared][unsure], cosines[unsure]))
+            for old_row, new_row, sim in zip(old[shared].tolist(), new[shared].tolist(), cosine[shared].tolist()):
+                look(old_row, new_row, sim)
     if rest:
         olds, news, cosines = (np.concatenate(part) for part in zip(*rest))
         # every contradiction is found already and comes first; unsure pairs fill what is left of
@@ -791,25 +839,30 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
     return found[:limit]
 
 
-def _by_scope(snap: Snapshot, one_by_one: bool = False) -> list[list[int]]:
+def _by_scope(snap: Snapshot) -> list[list[int]]:
     """The live rows of each scope (by its key, learnings and issues together) that holds two or
-    more, each sorted by id; in an order of scopes that means nothing. Grouped over arrays
-    (`one_by_one`: row by row, the reference the tests compare with)."""
+    more, each sorted by id; grouped row by row (`_scope_runs` groups them over arrays: this is the
+    reference the tests compare it with)."""
+    by_scope: dict[str, list[int]] = {}
+    for i in np.flatnonzero(snap.alive).tolist():
+        by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
+    return [sorted(rows, key=lambda i: snap.id_key[i]) for rows in by_scope.values() if len(rows) > 1]
+
+
+def _scope_runs(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_by_scope` over arrays: the live rows grouped by scope (in an order of scopes that means
+    nothing), sorted by id in each, and the start and end in them of each scope that holds two or
+    more."""
     alive = np.flatnonzero(snap.alive)
-    if one_by_one:
-        by_scope: dict[str, list[int]] = {}
-        for i in alive.tolist():
-            by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
-        return [sorted(rows, key=lambda i: snap.id_key[i]) for rows in by_scope.values() if len(rows) > 1]
     number: dict[str, int] = {}
     key_of = np.array([number.setdefault(key, len(number)) for _, key, _ in snap.scopes] or [0], np.int64)
     group = key_of[snap.scope_of[alive]]
     order = np.lexsort((snap.id_key[alive], group))
     rows, group = alive[order], group[order]
     cuts = np.flatnonzero(np.diff(group)) + 1
-    starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(rows)]])
-    rows = rows.tolist()
-    return [rows[a:b] for a, b in zip(starts.tolist(), ends.tolist()) if b - a > 1]
+    starts, ends = np.concatenate([[0], cuts]).astype(np.int64), np.concatenate([cuts, [len(rows)]]).astype(np.int64)
+    two = ends - starts > 1
+    return rows, starts[two], ends[two]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:
