@@ -49,6 +49,9 @@ def _check(config, path: Path) -> dict:
         assert compact_op.look_alikes(snap, config, limit) == \
             compact_op.look_alikes(snap, config, limit, every_pair=True)
     assert json.loads((path / ".git" / compact_op.Keys.FILE).read_text())["keys"]
+    for kind in ("stale", "always"):  # listed by id: prefix, then number
+        ids = [f["id"] for f in result["report"][kind]]
+        assert ids == sorted(ids, key=lambda i: (i[0], int(i[1:])))
     return result
 
 

@@ -345,6 +345,8 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     updates: dict[str, dict[str, Any]] = {}  # id -> {"scope": …, "fields": {…}, "provenance": [...]}
     removed: dict[str, str] = {}             # id -> why
 
+    id_key = snap.id_key.tolist()  # (a list's ints: a key a row to sort by, not a numpy scalar each)
+
     # 1. scopes that mean the same, per kind: one spelling, one file
     members: dict[int, list[int]] = {}
     for i, n in zip(alive, snap.scope_of[alive].tolist()):
@@ -367,7 +369,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         in_group = {i for g in grouped for i in g}
         clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
         for group in clusters:
-            rows = sorted((i for g in group for i in members[numbers[g]]), key=lambda i: snap.id_key[i])
+            rows = sorted((i for g in group for i in members[numbers[g]]), key=id_key.__getitem__)
             # the scope with the most entries wins, written as most of its entries write it
             # (ties: as the oldest entry does)
             by_key: dict[str, list[int]] = {}
@@ -394,7 +396,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
             progress(done, len(by_scope))
         if len(rows) < 2:
             continue
-        rows.sort(key=lambda i: snap.id_key[i])
+        rows.sort(key=id_key.__getitem__)
         digest = None if every_pair else keys.digest(config, snap, every, rows)
         found = None if digest is None else keys.recall(digest)
         if found is None:
@@ -669,7 +671,8 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             return None
 
     entries = entries if entries is not None else rows_of(snap)
-    held = {entries[i].id for i in snap.by_key.values()}  # the ids of the live rows
+    live_rows = np.fromiter(snap.by_key.values(), np.int64, len(snap.by_key))
+    held = {entries[i].id for i in live_rows.tolist()}  # the ids of the live rows
     live = {e.id: e for e in entries if e is not None and e.id in held}
     harden, churn, stale, unresolved = [], [], [], []
     intents: set[str] = set()                # the different tasks recalled lately (by their content words)
@@ -719,11 +722,11 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             churned.setdefault(scope_of_capture[entry_id], []).append(entry_id)
     for scope, ids in sorted(churned.items()):
         churn.append({"scope": scope, "entries": sorted(set(ids))})
-    # by (prefix, number): sorted over arrays, not by a key tuple made for each of 100,000 ids
-    items = list(live.items())
-    order = np.lexsort((np.fromiter((int(entry_id[1:]) for entry_id in live), np.int64, len(live)),
-                        np.fromiter((ord(entry_id[0]) for entry_id in live), np.int64, len(live))))
-    in_order = [items[i] for i in order.tolist()]
+    # by (prefix, number), issues first: sorted over the live rows' id keys (number × 2, + 1 for
+    # an issue), not by a key made of each of 100,000 ids
+    keys_of = snap.id_key[live_rows]
+    ids = [entries[i].id for i in live_rows[np.lexsort((keys_of >> 1, 1 - (keys_of & 1)))].tolist()]
+    in_order = [(entry_id, live[entry_id]) for entry_id in ids]
     ages: dict[str, int] = {}  # first_seen -> days since (a store's dates repeat: a few hundred days)
     for entry_id, entry in in_order:
         if entry.kind != "learning" or not entry.first_seen:
