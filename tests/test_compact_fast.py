@@ -43,10 +43,15 @@ def _check(config, path: Path) -> dict:
     ws = Workspace.of(config)
     snap = ws.snapshot(ws.store(SKILL, must_exist=True))
     assert compact_op.plan_of(snap, config) == plan  # every update and removal, not only the lines
+    # and with what the dry run kept (the scopes' close pairs among them, found by their phrases' digest)
+    assert compact_op.plan_of(snap, config, keys=compact_op.Keys.load(ws.store(SKILL, must_exist=True))) == plan
     for limit in (0, 1, 7, 10_000):  # none, a cut inside the unsure pairs, every pair
         assert compact_op.look_alikes(snap, config, limit) == \
             compact_op.look_alikes(snap, config, limit, every_pair=True)
     assert json.loads((path / ".git" / compact_op.Keys.FILE).read_text())["keys"]
+    for kind in ("stale", "always"):  # listed by id: prefix, then number
+        ids = [f["id"] for f in result["report"][kind]]
+        assert ids == sorted(ids, key=lambda i: (i[0], int(i[1:])))
     return result
 
 

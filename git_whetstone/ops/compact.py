@@ -15,9 +15,11 @@ with capture churn, learnings never surfaced, and conflicts never resolved. It i
 """
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime as dt
 import functools
+import gc
 import hashlib
 import json
 import os
@@ -268,12 +270,34 @@ class Keys:
     def keep(self, digest: str, verdicts: Any) -> None:
         self.used_scopes[digest] = verdicts
 
+    def close_pairs(self, vectors: np.ndarray, bar: float) -> list[tuple[int, int]]:
+        """`_close_pairs(vectors, bar)`, kept by a digest of the bar and the vectors' bytes: the
+        scopes' phrases rarely change between two runs, and their product is most of a plan's
+        time at 10,000 scopes (a run that finds them kept reuses the very pairs it found)."""
+        vectors = np.ascontiguousarray(vectors, np.float32)
+        h = hashlib.sha1(f"close pairs\0{bar!r}\0{vectors.shape}\0".encode())
+        h.update(vectors.tobytes())
+        digest = h.hexdigest()
+        found = self.recall(digest)
+        if not isinstance(found, list):
+            found = _close_pairs(vectors, bar)
+            self.keep(digest, found)
+        return [(a, b) for a, b in found]
+
     def shared(self, texts: list[str], pairs: np.ndarray) -> np.ndarray:
         """A mask over `pairs` (positions in `texts`): the pairs whose two texts share a key."""
         if not len(pairs):
             return np.zeros(0, bool)
-        number = np.array([self.number(t) for t in texts], np.int64)
+        number = self.numbers(texts)
         return number[pairs[:, 0]] == number[pairs[:, 1]]
+
+    def numbers(self, texts: list[str]) -> np.ndarray:
+        """`number` of each text, as an array (the texts seen before in one dict lookup each)."""
+        found = list(map(self.number_of.get, texts))
+        for at, n in enumerate(found):
+            if n is None:
+                found[at] = self.number(texts[at])
+        return np.array(found, np.int64)
 
     def hash(self, text: str) -> str:
         found = self.hashes.get(text)
@@ -320,12 +344,32 @@ def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tup
     return pairs
 
 
+@contextlib.contextmanager
+def _no_collection():
+    """No garbage collection passes while a plan or a report is made: they make hundreds of
+    thousands of small objects, none of them garbage, and each full pass walks every entry of a
+    big store again (0.3-0.8 s of CPU at 100,000 entries)."""
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if collecting:
+            gc.enable()
+
+
 def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: Keys | None = None,
             entries: list[Entry | None] | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why.
     `every_pair` is the slow reference the tests compare with (the same plan): every close pair
     judged, not only those whose words could make them one rule, nothing reused from an earlier
     run, and every learning weighed one by one."""
+    with _no_collection():
+        return _plan_of(snap, config, every_pair, keys, entries, progress)
+
+
+def _plan_of(snap: Snapshot, config: Config, every_pair: bool, keys: Keys | None,
+             entries: list[Entry | None] | None, progress: Callable[[int, int], None] | None) -> Plan:
     day = today()
     alive = np.flatnonzero(snap.alive).tolist()
     every = entries if entries is not None else rows_of(snap)
@@ -338,6 +382,8 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     updates: dict[str, dict[str, Any]] = {}  # id -> {"scope": …, "fields": {…}, "provenance": [...]}
     removed: dict[str, str] = {}             # id -> why
 
+    id_key = snap.id_key.tolist()  # (a list's ints: a key a row to sort by, not a numpy scalar each)
+
     # 1. scopes that mean the same, per kind: one spelling, one file
     members: dict[int, list[int]] = {}
     for i, n in zip(alive, snap.scope_of[alive].tolist()):
@@ -347,7 +393,8 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         if not numbers:
             continue
         groups = Groups(len(numbers))
-        for a, b in _close_pairs(snap.phrases[numbers], config.threshold("scope_merge")):
+        phrases, bar = snap.phrases[numbers], config.threshold("scope_merge")
+        for a, b in _close_pairs(phrases, bar) if every_pair else keys.close_pairs(phrases, bar):
             groups.union(a, b)
         words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
         for at, n in enumerate(numbers):
@@ -359,7 +406,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         in_group = {i for g in grouped for i in g}
         clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
         for group in clusters:
-            rows = sorted((i for g in group for i in members[numbers[g]]), key=lambda i: snap.id_key[i])
+            rows = sorted((i for g in group for i in members[numbers[g]]), key=id_key.__getitem__)
             # the scope with the most entries wins, written as most of its entries write it
             # (ties: as the oldest entry does)
             by_key: dict[str, list[int]] = {}
@@ -386,7 +433,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
             progress(done, len(by_scope))
         if len(rows) < 2:
             continue
-        rows.sort(key=lambda i: snap.id_key[i])
+        rows.sort(key=id_key.__getitem__)
         digest = None if every_pair else keys.digest(config, snap, every, rows)
         found = None if digest is None else keys.recall(digest)
         if found is None:
@@ -683,6 +730,12 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
     """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
     the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
     stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
+    with _no_collection():
+        return _findings(store, snap, config, keys, entries)
+
+
+def _findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None,
+              entries: list[Entry | None] | None) -> dict[str, list[dict[str, Any]]]:
     day = today()
     log = list(events.read(store.path))
 
@@ -693,7 +746,8 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             return None
 
     entries = entries if entries is not None else rows_of(snap)
-    held = {entries[i].id for i in snap.by_key.values()}  # the ids of the live rows
+    live_rows = np.fromiter(snap.by_key.values(), np.int64, len(snap.by_key))
+    held = {entries[i].id for i in live_rows.tolist()}  # the ids of the live rows
     live = {e.id: e for e in entries if e is not None and e.id in held}
     harden, churn, stale, unresolved = [], [], [], []
     intents: set[str] = set()                # the different tasks recalled lately (by their content words)
@@ -743,11 +797,11 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             churned.setdefault(scope_of_capture[entry_id], []).append(entry_id)
     for scope, ids in sorted(churned.items()):
         churn.append({"scope": scope, "entries": sorted(set(ids))})
-    # by (prefix, number): sorted over arrays, not by a key tuple made for each of 100,000 ids
-    items = list(live.items())
-    order = np.lexsort((np.fromiter((int(entry_id[1:]) for entry_id in live), np.int64, len(live)),
-                        np.fromiter((ord(entry_id[0]) for entry_id in live), np.int64, len(live))))
-    in_order = [items[i] for i in order.tolist()]
+    # by (prefix, number), issues first: sorted over the live rows' id keys (number × 2, + 1 for
+    # an issue), not by a key made of each of 100,000 ids
+    keys_of = snap.id_key[live_rows]
+    ids = [entries[i].id for i in live_rows[np.lexsort((keys_of >> 1, 1 - (keys_of & 1)))].tolist()]
+    in_order = [(entry_id, live[entry_id]) for entry_id in ids]
     ages: dict[str, int] = {}  # first_seen -> days since (a store's dates repeat: a few hundred days)
     for entry_id, entry in in_order:
         if entry.kind != "learning" or not entry.first_seen:
@@ -804,19 +858,44 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
                           "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
                           "rules": [old.body, new.body], "scope": old.scope})
 
-    for rows in _by_scope(snap, every_pair):
-        sims = snap.vectors[rows] @ snap.vectors[rows].T
-        pairs = np.argwhere(np.triu(sims >= grey, 1))
-        if not every_pair and len(pairs):
-            shared = keys.shared([entries[i].body for i in rows], pairs)
-            other = pairs[~shared]
-            cosines = sims[other[:, 0], other[:, 1]].astype(np.float64)
+    if every_pair:
+        for rows in _by_scope(snap):
+            sims = snap.vectors[rows] @ snap.vectors[rows].T
+            for a, b in np.argwhere(np.triu(sims >= grey, 1)).tolist():
+                look(rows[a], rows[b], float(sims[a, b]))
+    else:
+        # each scope's product as the reference makes it (the same cosines to the last bit), and
+        # of it only the cosines above the diagonal: which rows they pair, and all that follows,
+        # worked out over arrays for all the scopes of one size at once, not scope by scope
+        rows, starts, ends = _scope_runs(snap)
+        vectors, sizes = snap.vectors, ends - starts
+        olds, news, parts, scope_of_pair = [], [], [], []
+        for size in np.unique(sizes).tolist():
+            a, b = np.triu_indices(size, 1)  # row by row, as np.argwhere(np.triu(...)) lists them
+            at = np.flatnonzero(sizes == size)
+            for start in starts[at].tolist():
+                run = rows[start:start + size]
+                sims = vectors[run] @ vectors[run].T
+                parts.append(sims[a, b])
+            olds.append((starts[at, None] + a).ravel())
+            news.append((starts[at, None] + b).ravel())
+            scope_of_pair.append(np.repeat(at, len(a)))
+        if parts:
+            cosine = np.concatenate(parts)
+            close = cosine >= grey
+            old, new, cosine = rows[np.concatenate(olds)[close]], rows[np.concatenate(news)[close]], cosine[close]
+            # the keys of every text in a scope with a close pair (those the scope-by-scope reading read)
+            near = np.zeros(len(starts), bool)
+            near[np.concatenate(scope_of_pair)[close]] = True
+            at = np.concatenate([rows[:0], *(rows[a:b] for a, b in zip(starts[near].tolist(), ends[near].tolist()))])
+            number = np.full(snap.size, -1, np.int64)
+            number[at] = keys.numbers([entries[i].body for i in at.tolist()])
+            shared = number[old] == number[new]
+            cosines = cosine[~shared].astype(np.float64)
             unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
-            index = np.array(rows, np.int64)
-            rest.append((index[other[unsure, 0]], index[other[unsure, 1]], cosines[unsure]))
-            pairs = pairs[shared]
-        for a, b in pairs.tolist():
-            look(rows[a], rows[b], float(sims[a, b]))
+            rest.append((old[~shared][unsure], new[~shared][unsure], cosines[unsure]))
+            for old_row, new_row, sim in zip(old[shared].tolist(), new[shared].tolist(), cosine[shared].tolist()):
+                look(old_row, new_row, sim)
     if rest:
         olds, news, cosines = (np.concatenate(part) for part in zip(*rest))
         # every contradiction is found already and comes first; unsure pairs fill what is left of
@@ -838,25 +917,30 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
     return found[:limit]
 
 
-def _by_scope(snap: Snapshot, one_by_one: bool = False) -> list[list[int]]:
+def _by_scope(snap: Snapshot) -> list[list[int]]:
     """The live rows of each scope (by its key, learnings and issues together) that holds two or
-    more, each sorted by id; in an order of scopes that means nothing. Grouped over arrays
-    (`one_by_one`: row by row, the reference the tests compare with)."""
+    more, each sorted by id; grouped row by row (`_scope_runs` groups them over arrays: this is the
+    reference the tests compare it with)."""
+    by_scope: dict[str, list[int]] = {}
+    for i in np.flatnonzero(snap.alive).tolist():
+        by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
+    return [sorted(rows, key=lambda i: snap.id_key[i]) for rows in by_scope.values() if len(rows) > 1]
+
+
+def _scope_runs(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """`_by_scope` over arrays: the live rows grouped by scope (in an order of scopes that means
+    nothing), sorted by id in each, and the start and end in them of each scope that holds two or
+    more."""
     alive = np.flatnonzero(snap.alive)
-    if one_by_one:
-        by_scope: dict[str, list[int]] = {}
-        for i in alive.tolist():
-            by_scope.setdefault(snap.scopes[int(snap.scope_of[i])][1], []).append(i)
-        return [sorted(rows, key=lambda i: snap.id_key[i]) for rows in by_scope.values() if len(rows) > 1]
     number: dict[str, int] = {}
     key_of = np.array([number.setdefault(key, len(number)) for _, key, _ in snap.scopes] or [0], np.int64)
     group = key_of[snap.scope_of[alive]]
     order = np.lexsort((snap.id_key[alive], group))
     rows, group = alive[order], group[order]
     cuts = np.flatnonzero(np.diff(group)) + 1
-    starts, ends = np.concatenate([[0], cuts]), np.concatenate([cuts, [len(rows)]])
-    rows = rows.tolist()
-    return [rows[a:b] for a, b in zip(starts.tolist(), ends.tolist()) if b - a > 1]
+    starts, ends = np.concatenate([[0], cuts]).astype(np.int64), np.concatenate([cuts, [len(rows)]]).astype(np.int64)
+    two = ends - starts > 1
+    return rows, starts[two], ends[two]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:
