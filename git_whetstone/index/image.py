@@ -17,7 +17,6 @@ foreign or truncated image is ignored and replaced.
 """
 from __future__ import annotations
 
-import gc
 import json
 import mmap
 import os
@@ -25,6 +24,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ..base.heap import no_collection
 from .records import COLUMNS
 from .columns import SCOPE_PAIR
 from .snapshot import FileTable, Snapshot
@@ -57,15 +57,11 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
             readers = {name: Rows(os.dup(file.fileno())) for name in READ_NOT_MAPPED}
     except (OSError, ValueError):
         return None
-    collecting = gc.isenabled()
-    gc.disable()  # tens of thousands of small objects, none of them garbage: no collection passes
     try:
-        snap, layout = _restore(mapped, identity, dim)
+        with no_collection():  # tens of thousands of small objects, none of them garbage
+            snap, layout = _restore(mapped, identity, dim)
     except (ValueError, KeyError, TypeError, IndexError):
         snap = None
-    finally:
-        if collecting:
-            gc.enable()
     if snap is not None:
         for name, reader in readers.items():
             offset, _, shape = layout[name]

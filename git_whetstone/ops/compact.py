@@ -15,11 +15,9 @@ with capture churn, learnings never surfaced, and conflicts never resolved. It i
 """
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime as dt
 import functools
-import gc
 import hashlib
 import json
 import os
@@ -35,6 +33,7 @@ import numpy as np
 from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
+from ..base.heap import no_collection
 from ..format import blocks
 from ..format.ids import DOT
 from ..format.layout import GLOBAL_PREFIX, scope_key
@@ -113,7 +112,9 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
     store = ws.store(skill, must_exist=True)
     started = time.monotonic()
     keys = Keys.load(store)
-    with store.lock():
+    # no collection passes while 100,000 entries' objects are read, planned, written and refreshed:
+    # none of them is garbage (`_apply` alone spent up to a second of CPU in them)
+    with store.lock(), no_collection():
         snap = ws.snapshot(store)
         if notice is not None and snap.count >= ESTIMATE_FROM:
             scopes = len({snap.scopes[n][1] for n in np.unique(snap.scope_of[snap.alive]).tolist()})
@@ -344,27 +345,13 @@ def _close_pairs(vectors: np.ndarray, bar: float, block: int = 1024) -> list[tup
     return pairs
 
 
-@contextlib.contextmanager
-def _no_collection():
-    """No garbage collection passes while a plan or a report is made: they make hundreds of
-    thousands of small objects, none of them garbage, and each full pass walks every entry of a
-    big store again (0.3-0.8 s of CPU at 100,000 entries)."""
-    collecting = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if collecting:
-            gc.enable()
-
-
 def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: Keys | None = None,
             entries: list[Entry | None] | None = None, progress: Callable[[int, int], None] | None = None) -> Plan:
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why.
     `every_pair` is the slow reference the tests compare with (the same plan): every close pair
     judged, not only those whose words could make them one rule, nothing reused from an earlier
     run, and every learning weighed one by one."""
-    with _no_collection():
+    with no_collection():
         return _plan_of(snap, config, every_pair, keys, entries, progress)
 
 
@@ -730,7 +717,7 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
     """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
     the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
     stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
-    with _no_collection():
+    with no_collection():
         return _findings(store, snap, config, keys, entries)
 
 
