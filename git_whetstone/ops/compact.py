@@ -835,7 +835,7 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
     keys = keys if keys is not None else Keys()
     grey = config.threshold("grey")
     found = []
-    rest: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []  # unsure by their keys: (old rows, new rows, cosines)
+    rest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # unsure by their keys: (old rows, new rows, cosines)
 
     def look(old_row: int, new_row: int, sim: float) -> None:
         old, new = entries[old_row], entries[new_row]
@@ -878,13 +878,13 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair:
             number = np.full(snap.size, -1, np.int64)
             number[at] = keys.numbers([entries[i].body for i in at.tolist()])
             shared = number[old] == number[new]
-            cosines = cosine[~shared].astype(np.float64)
-            unsure = cosines >= grey  # as the judge compares: below the bar (in float64) it is unrelated
-            rest.append((old[~shared][unsure], new[~shared][unsure], cosines[unsure]))
+            cosines = cosine.astype(np.float64)
+            unsure = ~shared & (cosines >= grey)  # as the judge compares: below the bar (in float64) it is unrelated
+            rest = old[unsure], new[unsure], cosines[unsure]  # (millions of pairs in a merged scope: picked once)
             for old_row, new_row, sim in zip(old[shared].tolist(), new[shared].tolist(), cosine[shared].tolist()):
                 look(old_row, new_row, sim)
-    if rest:
-        olds, news, cosines = (np.concatenate(part) for part in zip(*rest))
+    if rest is not None:
+        olds, news, cosines = rest
         # every contradiction is found already and comes first; unsure pairs fill what is left of
         # `limit` by their cosine rounded to 3 places, then ids: read only those close enough to the
         # cut to be among them (rounding moves a cosine by at most 0.0005)
