@@ -13,6 +13,7 @@ import subprocess
 import sys
 import time
 
+import numpy as np
 import pytest
 
 from git_whetstone.index import cache, freshness, image
@@ -174,3 +175,20 @@ def test_a_good_index_another_process_put_in_place_meanwhile_is_kept(big, monkey
             assert marks == [("x",)]  # the other process's index, as it left it
         else:
             assert _dump(path) == reference[0]
+
+
+def test_a_stream_writes_a_batch_of_more_arrays_than_one_write_takes(tmp_path):
+    """A batch whose files are more than one pwritev takes (IOV_MAX, 1,024 on Linux: a backend
+    whose vectors depend on their batch hands the build all its files at once) is still streamed,
+    every vector in its place."""
+    from git_whetstone.index.snapshot import Snapshot
+    rng = np.random.default_rng(3)
+    snap = Snapshot(dim=4)
+    first = [rng.standard_normal((n % 3, 4)).astype(np.float32) for n in range(2_500)]  # (empty ones too)
+    stream = image.Stream(tmp_path, 4)
+    stream.add(snap, first)
+    rows = sum(len(v) for v in first)
+    assert stream.rows == rows and stream.path.exists()
+    stream.close()
+    data = np.fromfile(stream.path, np.float32, offset=image.HEADER_ALIGN).reshape(-1, 4)
+    assert np.array_equal(data, np.concatenate(first))

@@ -35,6 +35,7 @@ VERSION = 8  # 8: the scopes' compact copies in bfloat16 (uint16 bits), no longe
 # centroid and phrase side by side (`scope_pairs`), no longer two matrices
 ALIGN = 64
 HEADER_ALIGN = 4096  # the header's room: whole pages (see `Stream`)
+WRITE_BUFFERS = 512  # arrays a `Stream` writes in one call (Linux takes at most 1,024, IOV_MAX)
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
 # thousand rows of them, and the scan reads only their compact copies. A scope's two vectors lie
 # side by side (scopes × 2 × dim, `SCOPE_PAIR`'s order), so one read gets both: recall wants both
@@ -346,9 +347,11 @@ class Stream:
             self.drop()
             return
         views = [memoryview(np.ascontiguousarray(v, np.float32)).cast("B") for v in vectors if len(v)]
-        want = sum(len(view) for view in views)
-        try:
-            done = os.pwritev(self.fd, views, HEADER_ALIGN + self.rows * self.dim * 4) if views else 0
+        want, done = sum(len(view) for view in views), 0
+        at = HEADER_ALIGN + self.rows * self.dim * 4
+        try:  # (a call takes at most IOV_MAX buffers: a batch of one file a buffer may hold more)
+            for first in range(0, len(views), WRITE_BUFFERS):
+                done += os.pwritev(self.fd, views[first:first + WRITE_BUFFERS], at + done)
         except OSError:
             done = -1
         if done != want:  # (a full disk, or a short write)
