@@ -390,7 +390,8 @@ class Pass:
         block += both[c:]
         block *= cols._scales[at]
         if len(cols.scopes):
-            scope_of = cols._scope_of[at]
-            for j in range(c):  # a clause at a time: a third cheaper than one take along the rows' axis
-                np.take(self._shared[j], scope_of, out=both[j])
+            # every clause's scope score of each row, in one take along the rows' axis. The scope
+            # numbers are valid, so the mode changes no value; numpy's default ("raise") checks each
+            # and writes through a buffer: twice the time (59 against 27 us a block of 8,192 rows)
+            np.take(self._shared, cols._scope_of[at], axis=1, out=both[:c], mode="wrap")
             block += both[:c]
