@@ -398,22 +398,32 @@ def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monke
     band = cfg.threshold("band")
     cutoff = np.where(snap.is_learning, cfg.threshold("learning_cutoff"), cfg.threshold("issue_cutoff"))
     cutoff[~(snap.alive & ~snap.always)] = np.inf
-    sifted = 0
+    rng = np.random.default_rng(13)
+    sifted = subsets = 0
     for intent in bench.intents(random.Random(3), 30) + ["revenue", "Bake sourdough bread with a long cold proof"]:
         queries = ws.embedder.embed(recall_op.clauses(intent))
         scanning = snap.scan(queries, recall_op.SCOPE_SHARE)
-        runs = recall_op._runs(snap.scope_of, np.isfinite(cutoff))
-        bound, floor, low = recall_op._pilot(snap, scanning, cutoff, band, runs)
-        under = None if floor is None else np.minimum(floor, low)
-        for rows in (None, recall_op._worth_scanning(snap, bound, floor, runs), np.flatnonzero(np.isfinite(cutoff))):
-            found = recall_op._chosen(snap, scanning, rows, cutoff, band, under)
-            whole = _chosen_whole(snap, scanning, rows, cutoff, band)
-            if whole is None:
-                continue
-            sifted += under is not None
-            for got, want in zip((found.rows, found.exact, found.approx, found.slack), whole):
-                assert got.shape == want.shape and np.array_equal(got, want), intent
-    assert sifted >= 60
+        # and each row a cutoff of its own, close to its score: which cutoff is whose matters then
+        top = scanning.scores()[0].max(axis=0)
+        own = np.where(np.isfinite(cutoff), top + rng.uniform(-0.05, 0.05, snap.size), np.inf)
+        for cut in (cutoff, own):
+            runs = recall_op._runs(snap.scope_of, np.isfinite(cut))
+            bound, floor, low = recall_op._pilot(snap, scanning, cut, band, runs)
+            under = None if floor is None else np.minimum(floor, low)
+            with monkeypatch.context() as m:  # the rows of the scopes that can reach the floor, however many
+                m.setattr(recall_op, "PRUNE_SHARE", 1.0)
+                pruned = recall_op._worth_scanning(snap, bound, floor, runs)
+            for rows in (None, recall_op._worth_scanning(snap, bound, floor, runs), pruned,
+                         np.flatnonzero(np.isfinite(cut))):
+                found = recall_op._chosen(snap, scanning, rows, cut, band, under)
+                whole = _chosen_whole(snap, scanning, rows, cut, band)
+                if whole is None:
+                    continue
+                sifted += under is not None
+                subsets += under is not None and rows is pruned and rows is not None and len(rows) < snap.size // 2
+                for got, want in zip((found.rows, found.exact, found.approx, found.slack), whole):
+                    assert got.shape == want.shape and np.array_equal(got, want), intent
+    assert sifted >= 120 and subsets >= 12, (sifted, subsets)  # and on sparse subsets of the rows too
 
 
 def test_the_rows_of_some_scopes_found_by_runs_are_those_every_row_gives():

@@ -324,9 +324,12 @@ class Pass:
         """The bound on the error of each of `rows`' scores (None: every row), scratch space
         valid until the next call: each row's own residual bounds its part."""
         cols, q, share = self.cols, self.q, self.share
-        residuals = cols._residuals[:cols.size] if rows is None else cols._residuals[rows]
-        slack = cols._buffer("slack", (len(residuals),), np.float32)
-        np.multiply(residuals, np.float32((1 - share) * (q.norm + q.residual)), out=slack)
+        slack = cols._buffer("slack", (cols.size if rows is None else len(rows),), np.float32)
+        if rows is None:
+            np.multiply(cols._residuals[:cols.size], np.float32((1 - share) * (q.norm + q.residual)), out=slack)
+        else:  # gathered straight into the scratch (the rows are valid: no mode changes a value, "wrap" checks none)
+            np.take(cols._residuals, rows, out=slack, mode="wrap")
+            slack *= np.float32((1 - share) * (q.norm + q.residual))
         slack += np.float32((1 - share) * (q.residual + scan_eps) + share * self.scope_error)
         return slack
 
