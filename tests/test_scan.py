@@ -426,6 +426,21 @@ def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monke
     assert sifted >= 120 and subsets >= 12, (sifted, subsets)  # and on sparse subsets of the rows too
 
 
+def test_the_likeliest_scopes_are_those_with_the_largest_bounds():
+    """`recall._largest` (the pilot's scopes) looks for each clause's k largest bounds among the
+    values over a sample's k-th largest only: the values it picks are the k largest, ties and all."""
+    rng = np.random.default_rng(7)
+    for clauses, scopes, k in ((1, 5, 4), (5, 64, 4), (5, 65, 4), (3, 1_000, 1), (6, 10_000, 4), (4, 3_000, 16)):
+        for values in (rng.standard_normal((clauses, scopes)).astype(np.float32),
+                       rng.integers(0, 6, (clauses, scopes)).astype(np.float32),  # many ties
+                       np.sort(rng.random((clauses, scopes)), axis=1)):          # the largest at the end
+            got = recall_op._largest(values, k)
+            assert got.shape == (clauses, k)
+            for j in range(clauses):
+                assert len(set(got[j].tolist())) == k
+                assert np.array_equal(np.sort(values[j][got[j]]), np.sort(values[j])[-k:])
+
+
 def test_the_rows_of_some_scopes_found_by_runs_are_those_every_row_gives():
     """`recall._rows_of` finds the rows of the scopes asked for from runs of neighbours
     (`_runs`) instead of looking at every row's scope: the very rows, ascending, that the look at

@@ -322,7 +322,7 @@ def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float, runs: np.n
         return None, None, None
     bound = scanning.scope_bound()
     pilot = np.zeros(len(snap.scopes), bool)
-    pilot[np.argpartition(-bound, PILOT_SCOPES, axis=1)[:, :PILOT_SCOPES]] = True
+    pilot[_largest(bound, PILOT_SCOPES)] = True
     rows = _rows_of(runs, pilot)
     if not len(rows):
         return bound, None, None
@@ -332,6 +332,22 @@ def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float, runs: np.n
         return bound, None, None
     low = _best_under(approx, slack, sure)
     return bound, _floor(low, band), low
+
+
+def _largest(values: np.ndarray, k: int) -> np.ndarray:
+    """Per row of `values` (clauses × scopes), the places of k of its largest values (rows × k,
+    ties taken either way). Looked for only among the values at or above the k-th largest of every
+    16th one, which is no more than the k-th largest of all: a few dozen a row instead of 10,000
+    (one partition along the rows took 0.2 ms a recall, this 0.08)."""
+    rows, n = values.shape
+    if n <= 16 * k:
+        return np.argpartition(-values, k - 1, axis=1)[:, :k]
+    least = np.partition(values[:, ::16], -k, axis=1)[:, -k]
+    out = np.empty((rows, k), np.intp)
+    for j in range(rows):
+        near = np.flatnonzero(values[j] >= least[j])  # at least k of them
+        out[j] = near[np.argpartition(-values[j][near], k - 1)[:k]]
+    return out
 
 
 def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray | None,
