@@ -225,6 +225,50 @@ def test_retiring_without_parsing_writes_what_parsing_every_file_writes(store_ro
     assert len(known) > 100 and known == reference
 
 
+def test_files_a_merge_empties_are_deleted_as_removing_each_block_leaves_them(store_root, monkeypatch) -> None:
+    """A file every block leaves (retired, or moved to the merged scope's file) is deleted without
+    its blocks removed one by one, the moved blocks taken from it as read: the files and entries
+    written are the reference's, which edits every block. Files of such a scope edited by hand (blocks
+    in reverse order ending in a line of spaces, a `##x` line in a body) go the old way, and come out as the
+    reference's too, as do those with blank lines around their blocks."""
+    _, config, built = bench_store(monkeypatch, SKILL, 3_000, 6)
+    ws = Workspace.of(config)
+    store = ws.store(SKILL, must_exist=True)
+    snap = ws.snapshot(store)
+    entries = compact_op.rows_of(snap)
+    plan = compact_op.plan_of(snap, config, entries=entries)
+    row_of = {entries[i].id: i for i in snap.by_key.values()}
+    moving = sorted({entries[row_of[i]].path for i, u in plan.updates.items() if "scope" in u})
+    assert len(moving) >= 10
+    edits = [lambda t: " \n\t\n" + t, _reversed_with_lines_of_spaces,
+             lambda t: t.rstrip("\n") + "\n##x\n", lambda t: "\n\n" + t.rstrip("\n") + "\n\n\n"]
+    for n, edit in enumerate(edits):
+        file = store.path / moving[n]
+        file.write_text(edit(file.read_text()))
+    git(built.path, "commit", "-qam", "hand: edits")
+    snap = ws.snapshot(store)
+    entries = compact_op.rows_of(snap)
+    plan = compact_op.plan_of(snap, config, entries=entries)
+    taken: list[str] = []
+    real = compact_op._blocks_leaving
+    monkeypatch.setattr(compact_op, "_blocks_leaving",
+                        lambda text, ids: taken.append(text) or real(text, ids))
+    known, reference = {}, {}
+    fast = compact_op._apply(store, snap, plan, entries, written=known)
+    emptied = sum(real(text, {b.id for b in blocks.parse(text, "x.md").blocks}) is not None for text in taken)
+    assert emptied >= 4 and len(taken) > emptied  # (the hand-edited ones among those tried)
+    slow = compact_op._apply(store, snap, plan, entries, reference=True, written=reference)
+    assert fast == slow and known == reference
+    assert sum(text is None for text in fast.values()) >= 4
+
+
+def _reversed_with_lines_of_spaces(text: str) -> str:
+    """A file's blocks in reverse order, each ending in a line of spaces: moved in the plan's order,
+    each block is then the last one left in its file (which takes that line off it)."""
+    parsed = blocks.parse(text, "x.md").blocks
+    return "\n".join(b.raw.rstrip("\n") + "\n  \n" for b in reversed(parsed))
+
+
 _OTHER_LINES = st.sampled_from(["##", "## L2", "##x", "##  · no id", " ## L3 · indented", "## L9 · not held",
                                 "- scope: s", "body text", "", "  ", "\t"])
 

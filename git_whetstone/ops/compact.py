@@ -494,7 +494,9 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
     `written` is given the entries of each file written whose entries compact knows: every block
     of it came from a file the index read cleanly and nobody touched since, so its entry is the
     snapshot's with the plan's changes, its place read from the new text (`_placed`); the index
-    takes them instead of parsing those files again."""
+    takes them instead of parsing those files again. A file every block of which leaves (a merged
+    scope's file, its blocks moved to the winning scope's file) is deleted without removing them
+    one by one (`_leaving`, `_blocks_leaving`); `reference` edits those block by block too."""
     texts: dict[str, str] = {}
     # rel -> id -> entry (its line not placed yet) of each file edited, as the edits leave it; None:
     # a file whose entries compact does not know (the index parses it)
@@ -593,15 +595,36 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             target.setdefault((e.kind, scope_key(e.scope)), e.path)
     # id -> row of its live copy (as `snap.by_id`, without a binary search an id)
     row_of = snap.by_id if reference else {entries[i].id: i for i in snap.by_key.values()}
+    # the home of each entry updated, decided before any edit (as the edits' loop decides it)
+    homes: dict[str, str] = {}
+    for entry_id, update in updates.items():
+        e = entries[row_of[entry_id]]
+        homes[entry_id] = target.setdefault((e.kind, scope_key(update.get("scope", e.scope))), e.path)
+    leaving = {} if reference else _leaving(snap, entries, plan, homes, row_of)
+    # rel -> its blocks' sources by id, for a file every block leaves (retired or moved to another
+    # file): it is deleted, so its blocks are taken from it as read, not removed one by one (None:
+    # a file edited block by block)
+    emptied: dict[str, dict[str, str] | None] = {}
+
+    def emptied_of(rel: str) -> dict[str, str] | None:
+        if rel not in emptied:
+            emptied[rel] = _blocks_leaving(text_of(rel), leaving[rel]) if rel in leaving and unchanged(rel) else None
+        return emptied[rel]
     for entry_id, why in plan.removed.items():
         e = entries[row_of[entry_id]]
-        block = find(e.path, entry_id, span_only=True)
-        edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
+        if emptied_of(e.path) is None:
+            block = find(e.path, entry_id, span_only=True)
+            edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
         if held_in(e.path) is not None:
             held[e.path].pop(entry_id, None)
     for entry_id, update in plan.updates.items():
         e = entries[row_of[entry_id]]
-        block = find(e.path, entry_id)
+        taken = emptied_of(e.path)
+        if taken is None:
+            block = find(e.path, entry_id)
+        else:  # (its source as `find` gives it, fields read: the tail `_blocks_leaving` checked makes no difference)
+            raw = taken[entry_id]
+            block = blocks.Block(entry_id, "", blocks.fields_of(raw), "", 0, 0, len(raw), raw)
         fields = dict(update.get("fields", {}))
         scope = update.get("scope", e.scope)
         if scope != e.scope:
@@ -609,7 +632,7 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         new = blocks.update_fields(block, fields, update.get("provenance"))
         if update.get("always"):
             new = blocks.with_always(block, True, new)
-        home = target.setdefault((e.kind, scope_key(scope)), e.path)
+        home = homes[entry_id]
         source = held_in(e.path)
         if source is not None:
             source.pop(entry_id, None)
@@ -621,13 +644,17 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
         if home == e.path:
             edited(e.path, block, blocks.replace(text_of(e.path), block, new), removed=False)
         else:
-            edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
+            if taken is None:
+                edited(e.path, block, blocks.remove(text_of(e.path), block), removed=True)
             if reference:
                 texts[home] = blocks.append(text_of(home), new.rstrip("\r\n") + "\n")
                 continue
             arriving.setdefault(home, []).append(new.rstrip("\r\n") + "\n")
     for rel in list(arriving):
         text_of(rel)
+    for rel, taken in emptied.items():
+        if taken is not None:
+            texts[rel] = ""  # (every block left it: what removing them one by one leaves)
     if written is not None:
         for rel, text in texts.items():
             by_id = held.get(rel)
@@ -637,6 +664,49 @@ def _apply(store: Store, snap: Snapshot, plan: Plan, entries: list[Entry | None]
             if placed is not None:
                 written[rel] = placed
     return {rel: (None if blank(text) else text) for rel, text in texts.items()}
+
+
+def _leaving(snap: Snapshot, entries: list[Entry | None], plan: Plan, homes: dict[str, str],
+             row_of: dict[str, int]) -> dict[str, set[str]]:
+    """rel -> the ids of its entries, for each file the plan empties: every row of it a live entry
+    the plan retires or moves to another file, and no block moving into it."""
+    out: dict[str, set[str]] = {}
+    for entry_id in plan.removed:
+        out.setdefault(entries[row_of[entry_id]].path, set()).add(entry_id)
+    stays: set[str] = set()
+    for entry_id, home in homes.items():
+        rel = entries[row_of[entry_id]].path
+        if home == rel or entry_id in plan.removed:  # (an id both retired and moved: edited as before)
+            stays.add(rel)
+        else:
+            stays.add(home)
+            out.setdefault(rel, set()).add(entry_id)
+    kept: dict[str, set[str]] = {}
+    for rel, ids in out.items():
+        rows = snap.files.get(rel)
+        if rel in stays or rows is None or rows.n != len(ids):
+            continue
+        if all(e is not None and e.id in ids for e in entries[rows.start:rows.start + rows.n]):
+            kept[rel] = ids
+    return kept
+
+
+def _blocks_leaving(text: str, ids: set[str]) -> dict[str, str] | None:
+    """The source of each block of `text` by id (as `_apply`'s `find` reads it), when its blocks are
+    exactly `ids`, each once, nothing but blank space before the first, and none ends in a line of
+    spaces (which removing the blocks after it first would take off); else None."""
+    whole = "\n" + text  # (a heading on the first line: read as if after a newline; its place in
+    heads = list(_HEAD_WITH_ID.finditer(whole))  # `whole` is the one after the newline in `text`)
+    if len(heads) != len(ids) or len(heads) != whole.count("\n##") or not blank(text[:heads[0].start()]) \
+            or "\r" in text:  # (a `##` line of another shape, text before the first heading: edited as before)
+        return None
+    out: dict[str, str] = {}
+    for head, end in zip(heads, [h.start() for h in heads[1:]] + [len(text)]):
+        bid, raw = head.group(1), text[head.start():end]
+        if bid not in ids or bid in out or not raw.startswith(f"## {bid} {DOT}") or raw.rstrip() != raw.rstrip("\n"):
+            return None
+        out[bid] = raw
+    return out
 
 
 def blank(text: str) -> bool:
