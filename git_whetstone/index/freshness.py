@@ -221,14 +221,12 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             if cached is None and not snap.mapped and snap.count >= image.IMAGE_FROM:
                 image.write(store.path, embedder.identity, snap)  # the next process maps it
             return snap
-        for path in removed:
-            snap.remove_file(path)
+        snap.remove_files(removed)
         records: list[tuple] = []  # not saved yet, with the paths in `unsaved`
         unsaved, saving = removed, True
         reuse = None
         if changed:
-            for path in changed:  # all out first: a block moved between two files is no duplicate
-                snap.remove_file(path)
+            snap.remove_files(changed)  # all out first: a block moved between two files is no duplicate
             # A new process's image may be older than index.sqlite (a capture since, or a process that
             # patched too few files to write the image again): the files the index holds as they are on
             # disk come from it, as a load without the image takes them, so no process after the first

@@ -413,25 +413,31 @@ class Snapshot(Columns):
 
     # --- changes --------------------------------------------------------------------------------
     def remove_file(self, path: str) -> None:
-        rows = self.files.pop(path, None)
-        if rows is None:
-            return
-        self._derived.clear()
-        if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
-            self._top = None  # it may have held the highest id: count again when asked
-        numbers = np.arange(rows.start, rows.start + rows.n)  # a file's rows are contiguous
-        self._alive[numbers] = False
-        self.dead += len(numbers)
-        for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
-            if self.by_key.get(key) == number:
-                del self.by_key[key]
-        self.owner.clear(rows.start, rows.start + rows.n)
-        self.duplicates.pop(path, None)
-        self.warned.discard(path)
+        self.remove_files([path])
+
+    def remove_files(self, paths: list[str]) -> None:
+        """Drop the rows of `paths` (those it holds). Their scopes' centroids are settled once, after
+        all are out: a compact removes 8,400 files, and settling after each took a third of it."""
         touched = []
-        for kind, key, _ in rows.scopes:
-            self.holders[(kind, key)].pop(path, None)
-            touched.append(self.scope_number[(kind, key)])
+        for path in paths:
+            rows = self.files.pop(path, None)
+            if rows is None:
+                continue
+            self._derived.clear()
+            if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
+                self._top = None  # it may have held the highest id: count again when asked
+            numbers = np.arange(rows.start, rows.start + rows.n)  # a file's rows are contiguous
+            self._alive[numbers] = False
+            self.dead += len(numbers)
+            for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
+                if self.by_key.get(key) == number:
+                    del self.by_key[key]
+            self.owner.clear(rows.start, rows.start + rows.n)
+            self.duplicates.pop(path, None)
+            self.warned.discard(path)
+            for kind, key, _ in rows.scopes:
+                self.holders[(kind, key)].pop(path, None)
+                touched.append(self.scope_number[(kind, key)])
         self._settle(touched)
 
     def add_files(self, items: list[tuple[str, FileRows]]) -> None:
