@@ -275,6 +275,41 @@ def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
     assert dict(index.items()) == expected and sorted(index) == sorted(expected)
 
 
+def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one():
+    """`KeyIndex.discard(keys, rows)` (one binary search for a removed file's rows) leaves what
+    `if d.get(key) == row: del d[key]` leaves a dict, key by key: keys held at another row, keys
+    never held, keys set since the image (its dict of changes), a key twice in one call."""
+    import random
+    from git_whetstone.index.snapshot import KeyIndex
+    rng = random.Random(9)
+    keys = rng.sample(range(2, 40_000), 12_000)
+    original = dict(zip(keys, range(len(keys))))
+    expected = dict(original)
+    index = KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    for step in range(3_000):
+        op = rng.random()
+        if op < 0.3:  # moved to another row, or new since the image
+            key = rng.randrange(0, 41_000)
+            index[key] = expected[key] = 100_000 + step
+        elif op < 0.4 and expected:
+            key = rng.choice(list(expected)) if step % 50 == 0 else rng.randrange(0, 41_000)
+            if key in expected:
+                del index[key], expected[key]
+        else:  # a file's rows: most held there, some held elsewhere, some never held
+            batch = [(key, row) for key, row in rng.sample(sorted(expected.items()), rng.randint(0, min(8, len(expected))))]
+            batch += [(rng.randrange(0, 41_000), rng.randrange(0, 200_000)) for _ in range(rng.randint(0, 3))]
+            batch += [(key, original[key]) for key in rng.sample(keys, 2)]  # as the image held them (gone since?)
+            if rng.random() < 0.2:
+                batch.append((batch[0][0], batch[0][1] + 1))  # the same key at another row too,
+                batch.append(batch[0])                         # and at the same row again
+            for key, row in batch:
+                if expected.get(key) == row:
+                    del expected[key]
+            index.discard(np.array([k for k, _ in batch], np.int64), np.array([r for _, r in batch], np.int64))
+        assert len(index) == len(expected)
+    assert dict(index.items()) == expected and sorted(index) == sorted(expected)
+    assert sorted(index.values()) == sorted(expected.values())
+
 def test_a_mapped_snapshot_makes_each_file_as_the_load_from_the_index_does(big, monkeypatch):
     """A mapped snapshot keeps its files as arrays (`FileTable`) and makes a file's `FileRows` only
     when asked: its stamps, warnings, highest ids, row owners and scope holders, asked before any

@@ -287,6 +287,23 @@ class KeyIndex(MutableMapping):
             self._gone[i] = True
         self._len -= 1
 
+    def discard(self, keys: np.ndarray, rows: np.ndarray) -> None:
+        """Forget each key of `keys` held at the row beside it in `rows` (one held at another row
+        stays): `if self.get(key) == row: del self[key]` for a file's rows at once, one binary
+        search for all of them (a compact removes 80,000 rows at 100,000 entries: two searches a
+        row took half a second). A key in `_extra` is never held among the restored ones."""
+        for key, row in zip(keys.tolist(), rows.tolist()) if self._extra else ():
+            if self._extra.get(key) == row:
+                del self._extra[key]
+                self._len -= 1
+        if not len(self._keys) or not len(keys):
+            return
+        at = np.minimum(np.searchsorted(self._keys, keys), len(self._keys) - 1)
+        hit = (self._keys[at] == keys) & ~self._gone[at] & (self._rows[at] == rows)
+        at = np.unique(at[hit])
+        self._gone[at] = True
+        self._len -= len(at)
+
     def __iter__(self) -> Iterator[int]:
         yield from self._keys[~self._gone].tolist()
         yield from list(self._extra)
@@ -418,7 +435,7 @@ class Snapshot(Columns):
     def remove_files(self, paths: list[str]) -> None:
         """Drop the rows of `paths` (those it holds). Their scopes' centroids are settled once, after
         all are out: a compact removes 8,400 files, and settling after each took a third of it."""
-        touched = []
+        touched, gone = [], []
         for path in paths:
             rows = self.files.pop(path, None)
             if rows is None:
@@ -429,15 +446,21 @@ class Snapshot(Columns):
             numbers = np.arange(rows.start, rows.start + rows.n)  # a file's rows are contiguous
             self._alive[numbers] = False
             self.dead += len(numbers)
-            for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
-                if self.by_key.get(key) == number:
-                    del self.by_key[key]
+            gone.append(numbers)
             self.owner.clear(rows.start, rows.start + rows.n)
             self.duplicates.pop(path, None)
             self.warned.discard(path)
             for kind, key, _ in rows.scopes:
                 self.holders[(kind, key)].pop(path, None)
                 touched.append(self.scope_number[(kind, key)])
+        if gone:  # each key forgotten only where it is held at a row removed here
+            numbers = np.concatenate(gone)
+            if isinstance(self.by_key, KeyIndex):  # a mapped snapshot's: one binary search for all
+                self.by_key.discard(self._id_key[numbers], numbers)
+            else:
+                for number, key in zip(numbers.tolist(), self._id_key[numbers].tolist()):
+                    if self.by_key.get(key) == number:
+                        del self.by_key[key]
         self._settle(touched)
 
     def add_files(self, items: list[tuple[str, FileRows]]) -> None:
