@@ -816,3 +816,90 @@ def test_the_set_of_heading_ids_is_what_heading_ids_finds(lines: list[str]) -> N
 
     text = "\n".join(lines)
     assert heading_id_set(text) == {bid for bid, _ in heading_ids(text)}
+
+
+# --- a block as whetstone writes its fields, read off one match ---------------------------------------
+
+def _said(found: list[tuple] | None) -> list[tuple] | None:
+    """`_clean_matches`'s blocks with their provenance decoded as `clean_blocks` decodes it where the
+    match did not (the reference path leaves it to `clean_blocks`)."""
+    return None if found is None else [
+        (*b[:8], b[8] if b[8] is not None else tuple(blocks.decode_value(v) for k, v in b[2] if k == "provenance"))
+        for b in found]
+
+
+_PROVENANCE_INNERS = ["2026-07-24 — 'make it bold'", "", "tab\there", "nbsp\u00a0", "nul\x00", "sep\u2028", "back\\slash",
+                      'in"ner', "é日😀", "\x7f", " padded "]
+# each piece as whetstone writes it, or (a time in ten) one a field pass turns down or reads otherwise
+_WRITTEN_PIECES = {
+    "digits": (["1", "12", "7"], ["0", "01", "\u0661"]),
+    "title": (["Right-align totals", " padded ", "a · b"], ["", "  "]),
+    "recurrence": (["1", "3", "12"], ["0", "01", "\u0663", " 2"]),
+    "date": (["2026-07-23", "2026-07-24", "2025-01-01"], ["2026-02-30", "2026-13-01", "\u0662026-07-23", "2026-7-23"]),
+    "scope": (["tables", "currency  formatting", "x", "日本"], [" padded", "padded "]),
+    "applies": ([None, "always"], ["often"]),
+    "provenance": (['"2026-07-24 — \'make it bold\'"', '"é日😀"', '""'],
+                   ['"' + inner + '"' for inner in _PROVENANCE_INNERS] + ["plain words", '"unterminated', '"\\u00e9"',
+                                                                          '"esc \\" q"']),
+    "body": (["Keep it.", "Keep it.\n\nThen more."], ["- a list", "# heading", "Tail\u00a0", "  indented"]),
+}
+
+
+def _piece(draw, name: str):
+    good, odd = _WRITTEN_PIECES[name]
+    return draw(st.sampled_from(odd if draw(st.integers(0, 9)) == 0 else good))
+
+
+@st.composite
+def _written_block(draw) -> str:
+    prefix = draw(st.sampled_from(["L", "I"]))
+    fields = []
+    if prefix == "L":
+        fields += [("recurrence", _piece(draw, "recurrence")), ("first_seen", _piece(draw, "date")),
+                   ("last_seen", _piece(draw, "date"))]
+    fields.append(("scope", _piece(draw, "scope")))
+    applies = _piece(draw, "applies")
+    if applies:
+        fields.append(("applies", applies))
+    fields += [("provenance", _piece(draw, "provenance")) for _ in range(draw(st.integers(0, 3)))]
+    if draw(st.integers(0, 9)) == 0:  # out of order, or a field twice, or one unknown
+        what = draw(st.sampled_from(["swap", "twice", "unknown", "drop"]))
+        i, j = draw(st.integers(0, len(fields) - 1)), draw(st.integers(0, len(fields) - 1))
+        if what == "swap":
+            fields[i], fields[j] = fields[j], fields[i]
+        elif what == "twice":
+            fields.insert(j, fields[i])
+        elif what == "unknown":
+            fields.insert(j, ("colour", "red"))
+        else:
+            del fields[i]
+    text = blocks.render(prefix + _piece(draw, "digits"), _piece(draw, "title"), fields, _piece(draw, "body"))
+    return text + "\n" * draw(st.integers(0, 2))
+
+
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(_written_block(), min_size=1, max_size=4), st.sampled_from([None, "L", "I"]))
+def test_a_written_block_is_read_off_one_match_as_the_field_pass_reads_it(parts: list[str], want: str | None) -> None:
+    """`_clean_matches` reads a block whose fields are as whetstone writes them off `_WRITTEN_BLOCK`'s
+    groups (a build reads 100,000 of them): the same ids, titles, fields, bodies, lines, offsets,
+    values and decoded provenance as the field pass (`written=False`), and the same files turned
+    down, whatever the fields' order, repeats, dates, numbers, spaces and provenance characters."""
+    text = "\n".join(parts)
+    assert _said(blocks._clean_matches(text, want)) == _said(blocks._clean_matches(text, want, written=False))
+
+
+def test_the_blocks_whetstone_writes_are_read_off_one_match() -> None:
+    """The shapes a store holds take the one-match path (else the test above compares nothing)."""
+    provenance = ("provenance", blocks.encode_value("2026-07-24 — 'make it bold'"))
+    learning_fields = [("recurrence", "2"), ("first_seen", "2026-07-23"), ("last_seen", "2026-07-24"), ("scope", "tables")]
+    texts = [blocks.render("L1", "Bold", learning_fields + [provenance], "Bold it."),
+             blocks.render("L2", "Bold", learning_fields + [("applies", "always"), provenance, provenance], "Bold it."),
+             blocks.render("I3", "Red", [("scope", "charts"), provenance], "Never red.\n\nNever."),
+             blocks.render("I4", "Red", [("scope", "charts")], "Never red.")]
+    for text in texts:
+        assert blocks._WRITTEN_BLOCK[text[3]](text, 0).end() == len(text)
+    text = "\n".join(texts)
+    found = blocks._clean_matches(text, None)
+    assert [b[8] for b in found] == [("2026-07-24 — 'make it bold'",), ("2026-07-24 — 'make it bold'",) * 2,
+                                     ("2026-07-24 — 'make it bold'",), ()]
+    assert _said(found) == _said(blocks._clean_matches(text, None, written=False))

@@ -300,6 +300,19 @@ _CLEAN_BLOCK = re.compile(r"## ([LI])([1-9][0-9]*) \u00b7 ([^\n]*)\n((?:- [A-Za-
                           r"\n+([A-Za-z][^\n]*\n(?:[A-Za-z][^\n]*\n|\n)*)")
 _CLEAN_FIELD = re.compile(r"- ([A-Za-z_][A-Za-z0-9_-]*): ([^\n]*)\n")
 _ALLOWED = {prefix: frozenset(keys) for prefix, keys in FIELDS.items()}
+# The same block with its fields as whetstone writes them, in `FIELDS` order, each once, the
+# provenance lines plain quoted strings: the fields read off the match's groups, without a pass over
+# them (`_clean_fields`). A block it does not take is read by `_CLEAN_BLOCK`, as before.
+_WRITTEN_FIELDS = {
+    "L": r"- recurrence: ([1-9][0-9]*)\n- first_seen: ([0-9]{4}-[0-9]{2}-[0-9]{2})\n"
+         r"- last_seen: ([0-9]{4}-[0-9]{2}-[0-9]{2})\n- scope: (\S(?:[^\n]*\S)?)\n",
+    "I": r"- scope: (\S(?:[^\n]*\S)?)\n",
+}
+_WRITTEN_BLOCK = {prefix: re.compile(f"## {prefix}([1-9][0-9]*) \u00b7 ([^\n]*)\n{fields}"
+                                     r'(- applies: always\n)?((?:- provenance: "[^"\\\n]*"\n)*)'
+                                     r"\n+([A-Za-z][^\n]*\n(?:[A-Za-z][^\n]*\n|\n)*)").match
+                  for prefix, fields in _WRITTEN_FIELDS.items()}
+_PROVENANCE_KEY = len("- provenance: ")
 
 
 def _parse_clean(text: str, want: str | None) -> list[Block] | None:
@@ -308,7 +321,7 @@ def _parse_clean(text: str, want: str | None) -> list[Block] | None:
     None for any other file, which `parse` then reads line by line (and finds the same blocks)."""
     found = _clean_matches(text, want)
     return None if found is None else [_block(bid, title, tuple(fields), body, line, at, stop, text[at:stop])
-                                       for bid, title, fields, body, line, at, stop, _ in found]
+                                       for bid, title, fields, body, line, at, stop, _, _ in found]
 
 
 def clean_blocks(text: str, folder: str | None = None) -> list[tuple] | None:
@@ -318,19 +331,39 @@ def clean_blocks(text: str, folder: str | None = None) -> list[tuple] | None:
     give them; None for any other file. What a build needs of the file, without making its `Block`s."""
     found = _clean_matches(text, PREFIX.get(folder) if folder else None)
     return None if found is None else [
-        (bid, title, body, line, values, tuple([decode_value(value) for key, value in fields if key == "provenance"]))
-        for bid, title, fields, body, line, _, _, values in found]
+        (bid, title, body, line, values,
+         said if said is not None else tuple([decode_value(value) for key, value in fields if key == "provenance"]))
+        for bid, title, fields, body, line, _, _, values, said in found]
 
 
-def _clean_matches(text: str, want: str | None) -> list[tuple] | None:
-    """(id, title, fields, body, line, start, end, field values) of each block, for `_parse_clean`."""
+def _clean_matches(text: str, want: str | None, written: bool = True) -> list[tuple] | None:
+    """(id, title, fields, body, line, start, end, field values, provenance) of each block, for
+    `_parse_clean` and `clean_blocks`. A block whose fields are as whetstone writes them is read off
+    one match (`_WRITTEN_BLOCK`), its provenance lines decoded (else None: `clean_blocks` decodes them);
+    `written=False` reads every block through `_CLEAN_BLOCK` and `_clean_fields` (the reference
+    the tests hold the first to)."""
     if not text.endswith("\n") or "\r" in text or any(run in text for run in _MARKER_RUNS):
         return None
     found: list[tuple] = []
     seen: set[str] = set()
     at, line, end = 0, 1, len(text)
     match = _CLEAN_BLOCK.match
+    fast = _WRITTEN_BLOCK if written else {}
     while at < end:
+        prefix = text[at + 3:at + 4]
+        quick = fast.get(prefix)
+        m = quick(text, at) if quick else None
+        if m is not None:
+            block = _written(prefix, m.groups(), want, seen)
+            if block is not False:
+                if block is None:
+                    return None
+                bid, title, fields, body, values, said = block
+                stop = m.end()
+                found.append((bid, title, fields, body, line, at, stop, values, said))
+                line += text.count("\n", at, stop)
+                at = stop
+                continue
         m = match(text, at)
         if m is None:
             return None
@@ -344,10 +377,42 @@ def _clean_matches(text: str, want: str | None) -> list[tuple] | None:
         if values is None:
             return None
         stop = m.end()
-        found.append((bid, title, fields, body.rstrip("\n"), line, at, stop, values))
+        found.append((bid, title, fields, body.rstrip("\n"), line, at, stop, values, None))
         line += text.count("\n", at, stop)
         at = stop
     return found
+
+
+def _written(prefix: str, groups: tuple, want: str | None, seen: set[str]) -> tuple | None | bool:
+    """A `_WRITTEN_BLOCK[prefix]` match's (id, title, fields, body, values, provenance decoded): what
+    `_CLEAN_BLOCK`, `_clean_fields` and `decode_value` make of the same block; None where they turn
+    the file down, False where the block needs them (a provenance line JSON must decode)."""
+    if prefix == "L":
+        digits, title, recurrence, first_seen, last_seen, scope, applies, provenance, body = groups
+        if not (_is_date(first_seen) and _is_date(last_seen) and last_seen >= first_seen):
+            return None
+        fields = [("recurrence", recurrence), ("first_seen", first_seen), ("last_seen", last_seen), ("scope", scope)]
+    else:
+        digits, title, scope, applies, provenance, body = groups
+        fields = [("scope", scope)]
+    if provenance:
+        if provenance.count("\n") == 1:
+            values = [provenance[_PROVENANCE_KEY:-1]]
+        else:
+            values = [line[_PROVENANCE_KEY:] for line in provenance.split("\n")]
+            values.pop()  # (after the last newline)
+        if not "".join(values).isprintable():
+            return False
+    bid, title = prefix + digits, title.strip()
+    if not title or (want and prefix != want) or bid in seen:
+        return None
+    seen.add(bid)
+    if applies:
+        fields.append(("applies", ALWAYS))
+    if not provenance:
+        return bid, title, fields, body.rstrip("\n"), dict(fields), ()
+    fields += [("provenance", value) for value in values]
+    return bid, title, fields, body.rstrip("\n"), dict(fields), tuple([value[1:-1] for value in values])
 
 
 def _clean_fields(prefix: str, fields: list[tuple[str, str]]) -> dict[str, str] | None:
