@@ -1,6 +1,6 @@
 """A snapshot drops many files at once (`Snapshot.remove_files`: a compact's refresh removes 8,400 at
 100,000 entries) settling their scopes' centroids once, after all are out: the same snapshot, array
-for array, as dropping them one by one (`remove_file`, which settles after each: the reference)."""
+for array, as dropping them one by one (one file a call, settled after each: the reference)."""
 from __future__ import annotations
 
 from git_whetstone.format import blocks
@@ -36,7 +36,7 @@ def test_removing_many_files_at_once_gives_the_snapshot_removing_them_one_by_one
     gone = sorted(gone) + ["learnings/no-such-file.md"]
     batch.remove_files(gone)
     for path in gone:
-        one_by_one.remove_file(path)
+        one_by_one.remove_files([path])
     state = snapshot_state(batch)
     assert state["dead"] > 300 and len(state["files"]) > 20
     assert state == snapshot_state(one_by_one)

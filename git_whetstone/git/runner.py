@@ -101,13 +101,11 @@ def start(repo: Path, *args: str, input: bytes, hold: int | None = None) -> Runn
         feed.seek(0)
         proc = subprocess.Popen(["git", "-C", str(repo), *args], stdin=feed, stdout=out, stderr=err, env=_env(),
                                 pass_fds=(hold,) if hold is not None else ())
-    except FileNotFoundError:
+    except BaseException as exc:
         out.close()
         err.close()
-        raise WhetstoneError("git is not installed or not on PATH", exit_code=RUNTIME) from None
-    except BaseException:
-        out.close()
-        err.close()
+        if isinstance(exc, FileNotFoundError):
+            raise WhetstoneError("git is not installed or not on PATH", exit_code=RUNTIME) from None
         raise
     finally:
         feed.close()  # (git has its own descriptor of it)

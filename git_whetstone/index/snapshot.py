@@ -289,9 +289,9 @@ class KeyIndex(MutableMapping):
 
     def discard(self, keys: np.ndarray, rows: np.ndarray) -> None:
         """Forget each key of `keys` held at the row beside it in `rows` (one held at another row
-        stays): `if self.get(key) == row: del self[key]` for a file's rows at once, one binary
-        search for all of them (a compact removes 80,000 rows at 100,000 entries: two searches a
-        row took half a second). A key in `_extra` is never held among the restored ones."""
+        stays): `if self.get(key) == row: del self[key]` for many rows at once, one binary search for
+        all of them (a compact removes 80,000 rows at 100,000 entries: two searches a row took half
+        a second). A key in `_extra` is never held among the restored ones."""
         for key, row in zip(keys.tolist(), rows.tolist()) if self._extra else ():
             if self._extra.get(key) == row:
                 del self._extra[key]
@@ -429,9 +429,6 @@ class Snapshot(Columns):
         return got
 
     # --- changes --------------------------------------------------------------------------------
-    def remove_file(self, path: str) -> None:
-        self.remove_files([path])
-
     def remove_files(self, paths: list[str]) -> None:
         """Drop the rows of `paths` (those it holds). Their scopes' centroids are settled once, after
         all are out: a compact removes 8,400 files, and settling after each took a third of it."""
@@ -440,7 +437,6 @@ class Snapshot(Columns):
             rows = self.files.pop(path, None)
             if rows is None:
                 continue
-            self._derived.clear()
             if self._top is not None and any(rows.top[p] >= self._top[p] for p in self._top):
                 self._top = None  # it may have held the highest id: count again when asked
             numbers = np.arange(rows.start, rows.start + rows.n)  # a file's rows are contiguous
@@ -454,6 +450,7 @@ class Snapshot(Columns):
                 self.holders[(kind, key)].pop(path, None)
                 touched.append(self.scope_number[(kind, key)])
         if gone:  # each key forgotten only where it is held at a row removed here
+            self._derived.clear()
             numbers = np.concatenate(gone)
             if isinstance(self.by_key, KeyIndex):  # a mapped snapshot's: one binary search for all
                 self.by_key.discard(self._id_key[numbers], numbers)

@@ -350,13 +350,7 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
     """What to change: entries to rewrite (new scope, merged fields), to remove, and why.
     `every_pair` is the slow reference the tests compare with (the same plan): every close pair
     judged, not only those whose words could make them one rule, nothing reused from an earlier
-    run, and every learning weighed one by one."""
-    with no_collection():
-        return _plan_of(snap, config, every_pair, keys, entries, progress)
-
-
-def _plan_of(snap: Snapshot, config: Config, every_pair: bool, keys: Keys | None,
-             entries: list[Entry | None] | None, progress: Callable[[int, int], None] | None) -> Plan:
+    run, and every learning weighed one by one. (`_compact` calls it with the collector paused.)"""
     day = today()
     alive = np.flatnonzero(snap.alive).tolist()
     every = entries if entries is not None else rows_of(snap)
@@ -782,17 +776,12 @@ def _placed_by_line(rel: str, text: str, by_id: dict[str, Entry]) -> list[Entry]
 
 # --- the behavioral pass --------------------------------------------------------------------------
 
+@no_collection()  # (after the lock is let go: compact's own pause has ended)
 def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = None,
              entries: list[Entry | None] | None = None) -> dict[str, list[dict[str, Any]]]:
     """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
     the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
     stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
-    with no_collection():
-        return _findings(store, snap, config, keys, entries)
-
-
-def _findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None,
-              entries: list[Entry | None] | None) -> dict[str, list[dict[str, Any]]]:
     day = today()
     log = list(events.read(store.path))
 

@@ -213,7 +213,7 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarra
         at, (approx, slack) = None, scanning.scores(rows)  # clauses × rows, and each row's bound
     else:
         at, approx, slack = _near_enough(scanning, rows, under)
-    scored = rows if at is None else at if rows is None else rows[at]  # the rows whose scores `approx` holds
+    scored = rows if at is None else (at if rows is None else rows[at])  # the rows whose scores `approx` holds
     cut = cutoff if scored is None else cutoff[scored]  # (not every scanned row's, then the kept ones')
     top = approx.max(axis=0)
     maybe = top + slack >= cut
