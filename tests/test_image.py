@@ -451,3 +451,26 @@ def test_the_8bit_rows_of_a_mapped_image_ask_for_huge_pages(big):
     for row in (len(codes) // 4, len(codes) // 2, len(codes) * 3 // 4):
         assert "hg" in _vm_flags(codes[row].ctypes.data), row
     assert "hg" not in _vm_flags(snap.alive.ctypes.data) and "hg" not in _vm_flags(snap.phrases16.ctypes.data)
+
+
+def test_a_mapped_snapshot_keeps_its_stamps_in_the_tables_strings(big):
+    """A cold process's stamps as the snapshot keeps them (`Files.shared`): equal to the scan's
+    whatever changed on disk, and made of the table's own strings only when they are equal."""
+    config, path = big
+    _cold(config, path)
+    scanned = freshness.scan(Store.open(config, "big"))
+    mapped = _cold(config, path)
+    assert mapped.mapped and mapped.stamps == scanned
+    table = mapped.files.table
+    same = {id(s) for s in (*table.paths, *table.stamps)}
+    assert all(id(p) in same and id(s) in same for p, s in mapped.stamps.items() if p != "@HEAD")
+    first, second = table.paths[0], table.paths[len(table.paths) // 2]
+    cases = [scanned, {**scanned, "@HEAD": "another"},
+             {**scanned, "learnings/new-0000.md": "1:2:3"},                      # a file the table does not hold
+             {**scanned, second: "1:2:3"},                                          # a file changed since
+             {p: s for p, s in scanned.items() if p != first},                      # a file deleted since
+             {**{p: s for p, s in scanned.items() if p != first}, "issues/x.md": "4:5:6"},
+             {p: s for p, s in scanned.items() if p != "@HEAD"}]
+    for stamps in cases:
+        got = mapped.files.shared(stamps)
+        assert got == stamps

@@ -159,6 +159,19 @@ class Files(MutableMapping):
                 out.append(path)
         return out
 
+    def shared(self, stamps: dict[str, str]) -> dict[str, str]:
+        """`stamps` (HEAD's under "@HEAD"), or a dict equal to it made of the table's own strings
+        when the table holds exactly its files, each with its stamp: a cold process's scan made
+        20,000 strings (1.3 MB at 100,000 entries) that the snapshot would keep beside the table's
+        equal ones. Taken only when equal (compared: a fraction of a millisecond)."""
+        if not self.table or self._gone or self._extra or len(stamps) != len(self.table.paths) + 1:
+            return stamps
+        out = dict(zip(self.table.paths, self.table.stamps))
+        if "@HEAD" not in stamps or "@HEAD" in out:
+            return stamps
+        out["@HEAD"] = stamps["@HEAD"]
+        return out if out == stamps else stamps
+
     def warning(self, path: str) -> str | None:
         """`self[path].warning`, without making the file's rows."""
         number = -1 if path in self._extra else self._find(path)
