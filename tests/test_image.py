@@ -252,14 +252,25 @@ def test_reindex_drops_the_image_with_the_index(big):
     assert image.read(path, embedder.identity, embedder.dim) is not None
 
 
-def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
+def _key_index(keys: list[int], gathered: bool) -> KeyIndex:
+    """key i of `keys` held at row i: sorted on the spot, or gathered when first looked up from
+    the rows' keys as a mapped snapshot has them (`KeyIndex.gathered`)."""
+    if not gathered:
+        return KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    id_key = np.array(keys, np.int64)
+    return KeyIndex.gathered(id_key, np.argsort(id_key, kind="stable"))
+
+
+@pytest.mark.parametrize("gathered", [False, True])
+def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict(gathered):
     """A mapped snapshot's id key -> row index (`KeyIndex`: sorted arrays and a dict of changes)
     answers every lookup, change and count as a dict given the same operations does."""
     import random
     rng = random.Random(4)
     keys = rng.sample(range(2, 5_000), 1_500)
     expected = dict(zip(keys, range(len(keys))))
-    index = KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    index = _key_index(keys, gathered)
+    assert len(index) == len(expected)
     for step in range(6_000):
         key = rng.randrange(0, 5_200)
         op = rng.random()
@@ -275,7 +286,8 @@ def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
     assert dict(index.items()) == expected and sorted(index) == sorted(expected)
 
 
-def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one():
+@pytest.mark.parametrize("gathered", [False, True])
+def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one(gathered):
     """`KeyIndex.discard(keys, rows)` (one binary search for a removed file's rows) leaves what
     `if d.get(key) == row: del d[key]` leaves a dict, key by key: keys held at another row, keys
     never held, keys set since the image (its dict of changes), a key twice in one call."""
@@ -284,7 +296,9 @@ def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one():
     keys = rng.sample(range(2, 40_000), 12_000)
     original = dict(zip(keys, range(len(keys))))
     expected = dict(original)
-    index = KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    index = _key_index(keys, gathered)
+    del expected[keys[0]]  # a file's rows removed before anything else is asked: one held there, one not
+    index.discard(np.array(keys[:2], np.int64), np.array([0, 5], np.int64))
     for step in range(3_000):
         op = rng.random()
         if op < 0.3:  # moved to another row, or new since the image
