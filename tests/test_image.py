@@ -488,3 +488,23 @@ def test_a_mapped_snapshot_keeps_its_stamps_in_the_tables_strings(big):
     for stamps in cases:
         got = mapped.files.shared(stamps)
         assert got == stamps
+
+
+def test_a_long_lived_process_keeps_few_files_parsed_and_reads_the_rest_again_alike(big, monkeypatch):
+    """`records.PARSED_FILES`: once more files' entries were read than stay parsed, the oldest are
+    kept as their JSON text only (`FileRows.unparse`), and read again they are the same entries."""
+    from git_whetstone.index import records
+    config, path = big
+    _cold(config, path)
+    snap = _cold(config, path)  # mapped: each file's entries decoded when first read
+    monkeypatch.setattr(records, "PARSED_FILES", 5)
+    for rows in list(records._PARSED.values()):  # what the recalls so far read
+        rows.unparse()
+    paths = list(snap.files)[:40]
+    first = {p: list(snap.files[p].entries) for p in paths}
+    assert len(records._PARSED) == 5 and all(snap.files[p]._entries is None for p in paths[:-5])
+    assert all(snap.files[p]._entries is not None for p in paths[-5:])
+    for p in paths:
+        assert snap.files[p].entries == first[p] and len(records._PARSED) <= 5
+    rows = snap.files[paths[0]]
+    assert [snap.entries[rows.start + i] for i in range(rows.n)] == first[paths[0]]
