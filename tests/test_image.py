@@ -252,14 +252,25 @@ def test_reindex_drops_the_image_with_the_index(big):
     assert image.read(path, embedder.identity, embedder.dim) is not None
 
 
-def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
+def _key_index(keys: list[int], gathered: bool) -> KeyIndex:
+    """key i of `keys` held at row i: sorted on the spot, or gathered when first looked up from
+    the rows' keys as a mapped snapshot has them (`KeyIndex.gathered`)."""
+    if not gathered:
+        return KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    id_key = np.array(keys, np.int64)
+    return KeyIndex.gathered(id_key, np.argsort(id_key, kind="stable"))
+
+
+@pytest.mark.parametrize("gathered", [False, True])
+def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict(gathered):
     """A mapped snapshot's id key -> row index (`KeyIndex`: sorted arrays and a dict of changes)
     answers every lookup, change and count as a dict given the same operations does."""
     import random
     rng = random.Random(4)
     keys = rng.sample(range(2, 5_000), 1_500)
     expected = dict(zip(keys, range(len(keys))))
-    index = KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    index = _key_index(keys, gathered)
+    assert len(index) == len(expected)
     for step in range(6_000):
         key = rng.randrange(0, 5_200)
         op = rng.random()
@@ -275,7 +286,8 @@ def test_the_key_index_of_a_mapped_snapshot_behaves_as_a_dict():
     assert dict(index.items()) == expected and sorted(index) == sorted(expected)
 
 
-def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one():
+@pytest.mark.parametrize("gathered", [False, True])
+def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one(gathered):
     """`KeyIndex.discard(keys, rows)` (one binary search for a removed file's rows) leaves what
     `if d.get(key) == row: del d[key]` leaves a dict, key by key: keys held at another row, keys
     never held, keys set since the image (its dict of changes), a key twice in one call."""
@@ -284,7 +296,9 @@ def test_the_key_index_forgets_a_files_keys_at_once_as_a_dict_does_one_by_one():
     keys = rng.sample(range(2, 40_000), 12_000)
     original = dict(zip(keys, range(len(keys))))
     expected = dict(original)
-    index = KeyIndex(np.array(keys, np.int64), np.arange(len(keys)))
+    index = _key_index(keys, gathered)
+    del expected[keys[0]]  # a file's rows removed before anything else is asked: one held there, one not
+    index.discard(np.array(keys[:2], np.int64), np.array([0, 5], np.int64))
     for step in range(3_000):
         op = rng.random()
         if op < 0.3:  # moved to another row, or new since the image
@@ -451,3 +465,46 @@ def test_the_8bit_rows_of_a_mapped_image_ask_for_huge_pages(big):
     for row in (len(codes) // 4, len(codes) // 2, len(codes) * 3 // 4):
         assert "hg" in _vm_flags(codes[row].ctypes.data), row
     assert "hg" not in _vm_flags(snap.alive.ctypes.data) and "hg" not in _vm_flags(snap.phrases16.ctypes.data)
+
+
+def test_a_mapped_snapshot_keeps_its_stamps_in_the_tables_strings(big):
+    """A cold process's stamps as the snapshot keeps them (`Files.shared`): equal to the scan's
+    whatever changed on disk, and made of the table's own strings only when they are equal."""
+    config, path = big
+    _cold(config, path)
+    scanned = freshness.scan(Store.open(config, "big"))
+    mapped = _cold(config, path)
+    assert mapped.mapped and mapped.stamps == scanned
+    table = mapped.files.table
+    same = {id(s) for s in (*table.paths, *table.stamps)}
+    assert all(id(p) in same and id(s) in same for p, s in mapped.stamps.items() if p != "@HEAD")
+    first, second = table.paths[0], table.paths[len(table.paths) // 2]
+    cases = [scanned, {**scanned, "@HEAD": "another"},
+             {**scanned, "learnings/new-0000.md": "1:2:3"},                      # a file the table does not hold
+             {**scanned, second: "1:2:3"},                                          # a file changed since
+             {p: s for p, s in scanned.items() if p != first},                      # a file deleted since
+             {**{p: s for p, s in scanned.items() if p != first}, "issues/x.md": "4:5:6"},
+             {p: s for p, s in scanned.items() if p != "@HEAD"}]
+    for stamps in cases:
+        got = mapped.files.shared(stamps)
+        assert got == stamps
+
+
+def test_a_long_lived_process_keeps_few_files_parsed_and_reads_the_rest_again_alike(big, monkeypatch):
+    """`records.PARSED_FILES`: once more files' entries were read than stay parsed, the oldest are
+    kept as their JSON text only (`FileRows.unparse`), and read again they are the same entries."""
+    from git_whetstone.index import records
+    config, path = big
+    _cold(config, path)
+    snap = _cold(config, path)  # mapped: each file's entries decoded when first read
+    monkeypatch.setattr(records, "PARSED_FILES", 5)
+    for rows in list(records._PARSED.values()):  # what the recalls so far read
+        rows.unparse()
+    paths = list(snap.files)[:40]
+    first = {p: list(snap.files[p].entries) for p in paths}
+    assert len(records._PARSED) == 5 and all(snap.files[p]._entries is None for p in paths[:-5])
+    assert all(snap.files[p]._entries is not None for p in paths[-5:])
+    for p in paths:
+        assert snap.files[p].entries == first[p] and len(records._PARSED) <= 5
+    rows = snap.files[paths[0]]
+    assert [snap.entries[rows.start + i] for i in range(rows.n)] == first[paths[0]]

@@ -314,3 +314,30 @@ def test_whetstone_without_arguments_serves_mcp_unless_on_a_terminal(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: whetstone")
     assert " mcp " in proc.stdout
+
+
+ARENAS = """
+import ctypes, sys, threading
+if sys.argv[1] == "tuned":
+    from mcp_entry.server import tune_malloc
+    tune_malloc()
+def work(ready, go):
+    ready.wait(); blocks = [ctypes.create_string_buffer(4096) for _ in range(200)]; go.wait()
+ready, go = threading.Barrier(5), threading.Barrier(5)
+threads = [threading.Thread(target=work, args=(ready, go)) for _ in range(4)]
+for t in threads: t.start()
+ready.wait(); go.wait()
+for t in threads: t.join()
+ctypes.CDLL(None).malloc_stats()
+"""
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_stats")
+def test_the_server_gives_every_thread_one_malloc_arena() -> None:
+    """`server.tune_malloc`: threads allocating at once share one arena (each left with its own
+    kept what a call freed for that thread only), where an untuned process gives them several."""
+    def arenas(how: str) -> int:
+        out = subprocess.run([sys.executable, "-c", ARENAS, how], cwd=REPO, capture_output=True, text=True,
+                             check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+        return out.stderr.count("Arena ")
+    assert arenas("untuned") > 1 and arenas("tuned") == 1

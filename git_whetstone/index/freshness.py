@@ -214,7 +214,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         if changed or removed:  # a copy left out as a duplicate id may be the only copy now: read again
             changed = sorted(set(changed) | (snap.duplicates.keys() & stamps.keys()))
         if not changed and not removed:  # a fresh process on a fresh index: nothing to write
-            snap.stamps = stamps
+            snap.stamps = snap.files.shared(stamps)  # a mapped snapshot's: the table's strings, not the scan's
             if fresh is not None:
                 cache.install(db, fresh[1], store.path)
             _hold(store, snap, db, keep)
