@@ -8,6 +8,8 @@ deleted), entry by entry, array by array, and recall's answers.
 from __future__ import annotations
 
 import dataclasses
+import json
+import mmap
 import re
 
 import numpy as np
@@ -451,3 +453,45 @@ def test_the_8bit_rows_of_a_mapped_image_ask_for_huge_pages(big):
     for row in (len(codes) // 4, len(codes) // 2, len(codes) * 3 // 4):
         assert "hg" in _vm_flags(codes[row].ctypes.data), row
     assert "hg" not in _vm_flags(snap.alive.ctypes.data) and "hg" not in _vm_flags(snap.phrases16.ctypes.data)
+
+
+def _present(address: int, length: int) -> int:
+    """How many pages of [address, address + length) this process has mapped (/proc/self/pagemap)."""
+    page = 4096
+    first, last = address // page, -(-(address + length) // page)
+    with open("/proc/self/pagemap", "rb") as pagemap:
+        pagemap.seek(first * 8)
+        entries = np.frombuffer(pagemap.read((last - first) * 8), np.uint64)
+    return int((entries >> np.uint64(63)).sum())
+
+
+def _header(path) -> dict:
+    with open(path / image.NAME, "rb") as file:
+        head = file.read(image.HEADER_ALIGN)
+    length = int.from_bytes(head[len(image.MAGIC):len(image.MAGIC) + 8], "little")
+    return json.loads(head[len(image.MAGIC) + 8:len(image.MAGIC) + 8 + length])
+
+
+def test_the_entries_of_a_mapped_image_are_read_not_mapped(big):
+    """Every file's entries are decoded from bytes read with pread (`image.Texts`), never through
+    the mapping: a recall decodes a few KB for each file it shows, and the page cache may hold the
+    file in 2 MB folios, a byte touched mapping a whole one (11 MB at 100,000 entries). What they
+    decode to is held to the load from index.sqlite (`_same`)."""
+    config, path = big
+    _cold(config, path)
+    snap = _cold(config, path)
+    assert snap.mapped
+    mapped = snap.release_codes.mapped
+    start = np.frombuffer(mapped, np.uint8).ctypes.data  # (touches nothing)
+    # the region unmapped, and no fault from now on mapping more than its neighbours (no huge pages)
+    raw = -(-_header(path)["raw_base"] // mmap.PAGESIZE) * mmap.PAGESIZE
+    mapped.madvise(mmap.MADV_NOHUGEPAGE)
+    mapped.madvise(mmap.MADV_DONTNEED, raw, len(mapped) - raw)  # (nothing writes there)
+    for file in snap.files.values():
+        assert file.entries
+    around = 64 << 10  # the kernel's fault-around: a fault in the last array may map a few pages past it
+    assert _present(start + raw + around, len(mapped) - raw - around) == 0
+    mapped[raw:raw + 16]  # (the check sees what the mapping reads)
+    assert _present(start + raw, 4096) == 1
+
+

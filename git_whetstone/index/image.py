@@ -56,12 +56,13 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
                 return None
             mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_COPY)
             readers = {name: Rows(os.dup(file.fileno())) for name in READ_NOT_MAPPED}
+            texts = Texts(os.dup(file.fileno()))
     except (OSError, ValueError):
         return None
     try:
         with no_collection():  # tens of thousands of small objects, none of them garbage
-            snap, layout = _restore(mapped, identity, dim)
-    except (ValueError, KeyError, TypeError, IndexError):
+            snap, layout = _restore(mapped, texts, identity, dim)
+    except (ValueError, KeyError, TypeError, IndexError, OSError):
         snap = None
     if snap is not None:
         for name, reader in readers.items():
@@ -70,12 +71,6 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
         snap.readers = readers
         if hasattr(mmap, "MADV_DONTNEED"):
             snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
-            header_pages = min(offset for offset, _, _ in layout.values()) // mmap.PAGESIZE * mmap.PAGESIZE
-            if header_pages:  # decoded into Python objects: its pages (2 MB at 10,000 files) are not read again
-                try:
-                    mapped.madvise(mmap.MADV_DONTNEED, 0, header_pages)
-                except (OSError, ValueError):
-                    pass
     return snap
 
 
@@ -174,12 +169,44 @@ class Rows:
             pass
 
 
-def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | None, dict]:
-    """The snapshot, and where each array lies in the file (offset, dtype, shape by name)."""
-    if mapped[:len(MAGIC)] != MAGIC:
+class Texts:
+    """Every file's entries (compressed JSON, after the arrays) read with pread, not through the
+    mapping: a recall decodes the few files it shows, a few KB each, but the page cache holds a
+    freshly written image in 2 MB folios and a touch of one byte maps a whole one (11 MB of the
+    region resident after 11 recalls at 100,000 entries); a read copies only the bytes asked for.
+    `texts[a:b]` is the region's bytes [a, b) (`FileTable.rows` slices it as it would bytes)."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd, self.base = fd, 0
+
+    def __getitem__(self, span: slice) -> bytes:
+        return self.at(self.base + span.start, span.stop - span.start)
+
+    def at(self, offset: int, length: int) -> bytes:
+        """The file's bytes [offset, offset + length)."""
+        data = os.pread(self.fd, length, offset)
+        if len(data) != length:
+            raise OSError("the snapshot image was cut short")
+        return data
+
+    def __del__(self) -> None:
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def _restore(mapped: mmap.mmap, texts: Texts, identity: str, dim: int) -> tuple[Snapshot | None, dict]:
+    """The snapshot, and where each array lies in the file (offset, dtype, shape by name). The
+    header and the strings are decoded once, so they are read with pread (`texts`), never through
+    the mapping: its pages would stay mapped, and a page cache holding the file in 2 MB folios maps
+    2 MB for a byte touched."""
+    if texts.at(0, len(MAGIC)) != MAGIC:
         return None, {}
-    length = int.from_bytes(mapped[len(MAGIC):len(MAGIC) + 8], "little")
-    header = json.loads(mapped[len(MAGIC) + 8:len(MAGIC) + 8 + length])
+    length = int.from_bytes(texts.at(len(MAGIC), 8), "little")
+    if length > len(mapped):
+        return None, {}
+    header = json.loads(texts.at(len(MAGIC) + 8, length))
     if header["version"] != VERSION or header["identity"] != identity or header["dim"] != dim:
         return None, {}
     arrays = {}
@@ -190,15 +217,14 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
         arrays[name] = np.frombuffer(mapped, dtype, count, offset).reshape(shape)
     for i, name in enumerate(SCOPE_PAIR):  # views of the pairs: what patches a scope writes them there
         arrays[name] = arrays["scope_pairs"][:, i]
-    base = header["raw_base"]
-    raw = memoryview(mapped)[base:]
+    texts.base = base = header["raw_base"]
     # the strings as NUL-joined UTF-8 columns after the entries: split in a few milliseconds where
     # JSON lists of 30,000 strings took tens (and the same text as JSON strings in the header, NULs
     # escaped, 10 ms to parse at 100,000 entries); one tuple per scope name, shared by the snapshot
     # and every file naming it
     def column(name: str, count: int) -> list[str]:
         at, length = header["strings"][name]
-        return mapped[base + at:base + at + length].decode().split("\0") if count else []
+        return texts.at(base + at, length).decode().split("\0") if count else []
 
     numbers, count = arrays["file_numbers"], len(arrays["name_kind"])
     paths, stamps = column("paths", len(numbers)), column("stamps", len(numbers))
@@ -209,7 +235,7 @@ def _restore(mapped: mmap.mmap, identity: str, dim: int) -> tuple[Snapshot | Non
         return None, {}
     table = FileTable(paths, stamps, {number: warning for number, warning in header["warnings"]}, names, numbers,
                       arrays["file_scope_number"], arrays["file_scope_name"], arrays["sums"], arrays["file_phrases"],
-                      arrays["file_columns"], raw)
+                      arrays["file_columns"], texts)
     snap = Snapshot(dim)
     snap.restore(arrays, header["size"], scope_list, table, header["dead"], header["duplicates"],
                  header["scope_residual"])
