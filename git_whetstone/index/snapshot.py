@@ -52,7 +52,7 @@ class FileTable(NamedTuple):
     sums: np.ndarray                       # per file scope
     phrases: np.ndarray                    # per file scope
     columns: np.ndarray                    # (COLUMNS, rows)
-    raw: memoryview                        # every file's entries, compressed JSON
+    raw: object                            # every file's entries, compressed JSON: raw[a:b] as bytes (image.Texts)
 
     def rows(self, number: int) -> FileRows:
         start, n, at, s, top_l, top_i, raw_at, raw_len = self.numbers[number].tolist()
