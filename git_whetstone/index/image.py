@@ -47,7 +47,8 @@ IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
 DENSE, DENSE_MIN = 16, 256  # rows asked for at least one in 16 (and 256 or more): read in chunks
-CHUNK_ROWS = 4_096  # rows per chunk read (4 MB of 256-dimensional float32 rows, freed after)
+CHUNK_BYTES = 1 << 20  # bytes per chunk read (1,024 rows of 256-dimensional vectors, 256 scope pairs), freed
+# after: sized in rows, a chunk of scope pairs took 8 MB, the peak of a long-lived process 5-7 MB higher
 
 
 def read(root: Path, identity: str, dim: int) -> Snapshot | None:
@@ -207,12 +208,13 @@ class Rows:
                 raise OSError("the snapshot image was cut short")
 
     def _read_chunks(self, rows: np.ndarray, out: np.ndarray) -> None:
-        chunk = np.empty((CHUNK_ROWS, *self.shape), np.float32)
+        per = max(1, CHUNK_BYTES // self.width)  # rows a chunk
+        chunk = np.empty((per, *self.shape), np.float32)
         view = memoryview(chunk).cast("B")
         at = 0
         while at < len(rows):
             start = int(rows[at])
-            stop = min(start + CHUNK_ROWS, self.count)
+            stop = min(start + per, self.count)
             upto = at + int(np.searchsorted(rows[at:], stop))
             want = (stop - start) * self.width
             if os.preadv(self.fd, [view[:want]], self.offset + start * self.width) != want:
