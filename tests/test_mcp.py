@@ -334,10 +334,12 @@ ctypes.CDLL(None).malloc_stats()
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="glibc's malloc_stats")
 def test_the_server_gives_every_thread_one_malloc_arena() -> None:
-    """`server.tune_malloc`: threads allocating at once share one arena (each left with its own
-    kept what a call freed for that thread only), where an untuned process gives them several."""
+    """`server.tune_malloc`: threads allocating share one arena (each left with its own kept what a
+    call freed for that thread only), where an untuned process gives them several."""
     def arenas(how: str) -> int:
         out = subprocess.run([sys.executable, "-c", ARENAS, how], cwd=REPO, capture_output=True, text=True,
-                             check=True, env={**os.environ, "PYTHONPATH": str(REPO)})
+                             check=True, env={**{k: v for k, v in os.environ.items()  # (no malloc settings of the caller's)
+                                              if k not in ("MALLOC_ARENA_MAX", "GLIBC_TUNABLES")},
+                                              "PYTHONPATH": str(REPO)})
         return out.stderr.count("Arena ")
     assert arenas("untuned") > 1 and arenas("tuned") == 1

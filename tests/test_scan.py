@@ -471,8 +471,9 @@ def test_the_rows_of_some_scopes_found_by_runs_are_those_every_row_gives():
 
 
 def test_the_cutoffs_kept_per_snapshot_give_the_float64_array_they_stand_for(store_root, monkeypatch):
-    """`recall.Cutoffs` (a kind per row, kept per snapshot) gives what `recall._cutoff` (a float64
-    per row) gives, whole and for any rows: dead rows and rows for every task infinite."""
+    """`recall.Cutoffs` (a kind per row, kept per snapshot) gives what a float64 array of each row's
+    kind's cutoff gives (the array recall kept before), whole and for any rows: rows not scoped
+    (dead, or for every task) infinite."""
     from git_whetstone.ops.capture import capture
     _, config, built = bench_store(monkeypatch, "cuts", 6_000, 13)
     ws = recall_op.Workspace.of(config)
@@ -486,7 +487,8 @@ def test_the_cutoffs_kept_per_snapshot_give_the_float64_array_they_stand_for(sto
     for scoped in (snap.alive & ~snap.always, rng.random(snap.size) < 0.7):
         assert (~scoped).any() and scoped.any()
         for cuts in ((config.threshold("learning_cutoff"), config.threshold("issue_cutoff")), (0.45, 0.3), (0.2, 0.2)):
-            want = recall_op._cutoff(snap, scoped, *cuts)
+            want = np.where(snap.is_learning, *cuts)
+            want[~scoped] = np.inf
             got = recall_op.Cutoffs(recall_op.Cutoffs.kinds_of(snap, scoped), *cuts)
             assert len(got) == len(want) and got[:].dtype == want.dtype and np.array_equal(got[:], want)
             for rows in (rng.choice(snap.size, 500), np.sort(rng.choice(snap.size, 2_000, replace=False)),

@@ -17,11 +17,12 @@ from ..semantics.embed import Embedder
 from ..store.store import Store
 from . import build, cache, image
 from .reading import read_file
-from .records import PARSED_FILES, Entry, FileRows
+from .records import Entry, FileRows
 from .snapshot import Snapshot
 
 # The snapshots this process keeps, by (store path, backend identity).
 LIVE: dict[tuple[str, str], Snapshot] = {}
+BUILD_FILES = 512  # a refresh of more files than this is a build: their entries kept as text (`_refresh`)
 # A live snapshot's changed files are added once all are read (False: batch by batch, growing its
 # matrices as they come, then compacted: the reference the tests compare with).
 DEFER = True
@@ -233,7 +234,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             # reads, embeds or saves them again. They are added with the rest in `changed` order.
             held = cache.held(db, embedder, stamps, changed) if cached is None and snap.mapped else {}
             to_read = [path for path in changed if path not in held] if held else changed
-            many = len(changed) > PARSED_FILES  # a build: keep the entries as text, as a load would
+            many = len(changed) > BUILD_FILES  # a build: keep the entries as text, as a load would
             start, files, rows_read = snap.size, 0, 0
             # room for all the rows is made once, foreseen from the bytes read so far (their stamps
             # hold their sizes): by the share of files read, a store whose big files come late

@@ -47,7 +47,7 @@ IMAGE_FROM = 5_000  # entries: a smaller store loads from index.sqlite as fast
 REWRITE_SHARE = 0.1  # rewrite an image once a tenth of its files had to be patched
 SPARE, SPARE_MIN = 8, 256  # room for an eighth more rows and scopes (at least 256) in the file
 DENSE, DENSE_MIN = 16, 256  # rows asked for at least one in 16 (and 256 or more): read in chunks
-CHUNK_BYTES = 1 << 20  # bytes per chunk read (1,024 rows of 256-dimensional vectors, 256 scope pairs), freed
+CHUNK_BYTES = 1 << 20  # bytes per chunk read (1,024 rows of 256-dimensional vectors, 512 scope pairs), freed
 # after: sized in rows, a chunk of scope pairs took 8 MB, the peak of a long-lived process 5-7 MB higher
 
 
@@ -163,6 +163,8 @@ class ScopePages:
                 if len(raw) != count * 8:
                     raise OSError("pagemap cut short")
                 entries = np.frombuffer(raw, np.uint64)
+                if not (entries >> np.uint64(63)).any():  # the pass has just read every page: a pagemap
+                    raise OSError("pagemap shows no page")  # that shows none present cannot tell what was written
                 # bit 63 present, 62 swapped, 61 a file's page: present or swapped and not the file's
                 written = ((entries >> np.uint64(62)) != 0) & (((entries >> np.uint64(61)) & np.uint64(1)) == 0)
                 edges = np.flatnonzero(np.diff(np.concatenate(([True], written, [True])).astype(np.int8)))
@@ -360,22 +362,21 @@ def write(root: Path, identity: str, snap: Snapshot, stream: Stream | None = Non
              **{name: len(snap.scopes) + max(SPARE_MIN, len(snap.scopes) // SPARE)
                 for name in (*snap.SCOPE_ARRAYS, "scope_pairs")}}
     # offsets depend on the header's length, which depends on the offsets: reserve room for them
-    layout, offset = {}, 0
-    for name, array in arrays.items():
-        if name in HUGE_ALIGNED:  # on a 2 MB boundary of the file, its header's room being HEADER_ALIGN (`ScopePages`)
-            offset = _aligned(offset + HEADER_ALIGN, HUGE) - HEADER_ALIGN
-        shape = [spare.get(name, len(array)), *array.shape[1:]]
-        layout[name] = [offset, array.dtype.str, shape]
-        offset = _aligned(offset + int(np.prod(shape)) * array.itemsize)
-    blob_size = offset
-    header["arrays"] = {name: [0, dtype, shape] for name, (_, dtype, shape) in layout.items()}
-    header["raw_base"] = 0
     # (whole pages: a header of a few KB always gets the same room, so a build's `Stream` knows
     # where the entry vectors, the first array, will lie before anything else is known)
-    room = _aligned(len(MAGIC) + 8 + len(json.dumps(header, ensure_ascii=False).encode()) + 24 * (len(layout) + 1),
+    shapes = {name: [spare.get(name, len(array)), *array.shape[1:]] for name, array in arrays.items()}
+    header["arrays"] = {name: [0, array.dtype.str, shapes[name]] for name, array in arrays.items()}
+    header["raw_base"] = 0
+    room = _aligned(len(MAGIC) + 8 + len(json.dumps(header, ensure_ascii=False).encode()) + 24 * (len(arrays) + 1),
                     HEADER_ALIGN)
-    header["arrays"] = {name: [room + off, dtype, shape] for name, (off, dtype, shape) in layout.items()}
-    header["raw_base"] = room + blob_size
+    layout, offset = {}, room
+    for name, array in arrays.items():
+        if name in HUGE_ALIGNED:  # on a 2 MB boundary of the file, however big the header's room (`ScopePages`)
+            offset = _aligned(offset, HUGE)
+        layout[name] = [offset, array.dtype.str, shapes[name]]
+        offset = _aligned(offset + int(np.prod(shapes[name])) * array.itemsize)
+    header["arrays"] = layout
+    header["raw_base"] = offset
     text = json.dumps(header, ensure_ascii=False).encode()
     if len(MAGIC) + 8 + len(text) > room:
         return  # cannot happen: the reserve is larger than the offsets can grow

@@ -184,7 +184,8 @@ class Found:
     slack: np.ndarray
 
 
-def candidates(snap: Snapshot, queries: np.ndarray, cutoff, band: float, runs: np.ndarray) -> Found:
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: Cutoffs | np.ndarray, band: float,
+               runs: np.ndarray) -> Found:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
     (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
@@ -201,7 +202,7 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff, band: float, runs: n
     return _chosen(snap, scanning, rows, cutoff, band, None if floor is None else np.minimum(floor, low))
 
 
-def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float,
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: Cutoffs | np.ndarray, band: float,
             under: np.ndarray | None = None) -> Found:
     """`candidates` among `rows` (None: every row), the rows no other row can matter beside.
     `under` is a score per clause that neither the floor these rows set nor their best match's
@@ -313,7 +314,7 @@ def _rows_of(runs: np.ndarray, scopes: np.ndarray, limit: float = np.inf) -> np.
     return np.arange(total, dtype=np.intp) + shift
 
 
-def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float, runs: np.ndarray):
+def _pilot(snap: Snapshot, scanning, cutoff: Cutoffs | np.ndarray, band: float, runs: np.ndarray):
     """The scopes' bounds (`scope_bound`: clauses × scopes, the scope's likeness with the best
     text any row could have), and per clause a floor `_rank`'s cannot lie under and a score its
     best match cannot fall below (`_best_under`), or None for both: the rows of the PILOT_SCOPES
@@ -378,17 +379,11 @@ def _distinct(rows: np.ndarray) -> np.ndarray:
     return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
 
 
-def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
-    """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
-    rows and rows marked for every task (no intent matches them). The reference `Cutoffs` is held to."""
-    cutoff = np.where(snap.is_learning, learning_cutoff, issue_cutoff)
-    cutoff[~scoped] = np.inf
-    return cutoff
-
-
 class Cutoffs:
-    """`_cutoff`'s array, indexed as it is (`cutoff[rows]`, `cutoff[:]` for every row) and giving
-    the same float64 values, held as the number of one of its three values per row (`kinds`):
+    """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
+    rows and rows marked for every task (no intent matches them). Indexed as a float64 array of
+    them would be (`cutoff[rows]`, `cutoff[:]` for every row) and giving the same values, but held
+    as the number of one of its three values per row (`kinds`):
     a long-lived process keeps that per snapshot (`Snapshot.derived`), 0.1 MB at 100,000
     entries where the float64 array took 0.8 and kept a server's memory that much higher."""
 
