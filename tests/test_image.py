@@ -17,7 +17,6 @@ import pytest
 
 from git_whetstone.format.layout import scope_key
 from git_whetstone.index import freshness, image
-from git_whetstone.index.scan import halve
 from git_whetstone.index.snapshot import KeyIndex
 from git_whetstone.ops import capture as capture_op, recall as recall_op
 from git_whetstone.ops.hooks import reindex
@@ -449,12 +448,11 @@ def _vm_flags(address: int) -> set[str] | None:
     return None
 
 
-def test_the_8bit_rows_and_scope_copies_of_a_mapped_image_ask_for_huge_pages(big):
+def test_the_8bit_rows_of_a_mapped_image_ask_for_huge_pages(big):
     """The scan gives the 8-bit rows' pages back after each pass and maps them again on the next
     (image.CodePages): the mapping asks for huge pages there (THP's madvise mode), so once the
     kernel has evicted the file's pages they come back in large folios (a fault maps a whole
-    folio) rather than 4 KB at a time. So do the scopes' bfloat16 copies, given back after each
-    pass (image.ScopePages). The rest of the image keeps the default."""
+    folio) rather than 4 KB at a time. The rest of the image keeps the default."""
     try:
         with open("/sys/kernel/mm/transparent_hugepage/enabled") as file:
             if "[never]" in file.read():
@@ -468,9 +466,7 @@ def test_the_8bit_rows_and_scope_copies_of_a_mapped_image_ask_for_huge_pages(big
     codes = snap.codes
     for row in (len(codes) // 4, len(codes) // 2, len(codes) * 3 // 4):
         assert "hg" in _vm_flags(codes[row].ctypes.data), row
-    assert "hg" not in _vm_flags(snap.alive.ctypes.data) and "hg" not in _vm_flags(snap.scales.ctypes.data)
-    for copies in (snap.phrases16, snap.centroids16):
-        assert "hg" in _vm_flags(copies[0].ctypes.data) and "hg" in _vm_flags(copies[-1].ctypes.data)
+    assert "hg" not in _vm_flags(snap.alive.ctypes.data) and "hg" not in _vm_flags(snap.phrases16.ctypes.data)
 
 
 def test_a_mapped_snapshot_keeps_its_stamps_in_the_tables_strings(big):
@@ -553,63 +549,3 @@ def test_the_entries_of_a_mapped_image_are_read_not_mapped(big):
     assert _present(start + raw + around, len(mapped) - raw - around) == 0
     mapped[raw:raw + 16]  # (the check sees what the mapping reads)
     assert _present(start + raw, 4096) == 1
-
-
-def test_the_scopes_compact_copies_are_given_back_after_a_pass_never_what_was_written(big):
-    """Each pass scores every scope from their bfloat16 copies, then gives the image's pages of them
-    back (`image.ScopePages`): none stays mapped but the pages a patch wrote (a scope whose vectors
-    changed since the image: its copies rewritten in place, in the mapping's own pages, which the
-    file does not hold). The copies read after are the float32 vectors' halves, and recall answers
-    as the load from index.sqlite does."""
-    config, path = big
-    _cold(config, path)
-    files = sorted((path / "learnings").iterdir())
-    for file in files[len(files) // 2:len(files) // 2 + 3]:  # their scopes' centroids move
-        file.unlink()
-    git(path, "commit", "-qa", "-m", "three files fewer")
-    snap = _cold(config, path)  # maps the image, patches the deletions in, and recalls
-    assert snap.mapped and snap.release_scopes is not None
-    released = snap.release_scopes
-    start, page = released.address, mmap.PAGESIZE
-    header, edited = _header(path), sorted(snap._edited_scopes)
-    spans, written = [], set()  # the whole pages of the image's scopes in each copy; those a patch wrote
-    for name in image.HUGE_ALIGNED:
-        offset = header["arrays"][name][0]
-        spans.append((-(-offset // page) * page, (offset + header["scopes"] * snap.dim * 2) // page * page))
-        written |= {(offset + at * snap.dim * 2) // page for at in edited}
-    inside = {p for p in written if any(a <= p * page < b for a, b in spans)}
-    assert inside  # (a page the release would give back if it did not look)
-    for _ in range(2):
-        snap.scan(get_embedder("static", "").embed(INTENTS), 0.7)
-        resident = sum(_present(start + a, b - a) for a, b in spans)  # (before reading them below)
-        for name in ("phrases", "centroids"):
-            assert np.array_equal(getattr(snap, f"{name}16"), halve(getattr(snap, name))[0]), name
-        assert resident == len(inside)
-    answers = _answers(config)
-    image.discard(path)
-    _cold(config, path)
-    assert _answers(config) == answers
-
-
-def test_the_scopes_compact_copies_lie_on_2mb_boundaries_however_big_the_header(big):
-    """A header past its first page (here: the warnings of 60 files whose ids are all taken) moves
-    every array by whole pages; the scopes' copies still start on a 2 MB boundary of the file, so
-    `ScopePages` still gives them back, and what the snapshot reads is what index.sqlite gives."""
-    config, path = big
-    source = sorted((path / "learnings").iterdir())[0]
-    for i in range(60):  # every id in them held by `source` already: each copy warned and left out
-        (path / "learnings" / f"copy-{i:02d}.md").write_bytes(source.read_bytes())
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "sixty copies", "--no-verify")  # (as a merge from another clone could bring them)
-    image.discard(path)
-    _cold(config, path)  # from index.sqlite: writes the image
-    snap = _cold(config, path)
-    header = _header(path)
-    assert len(snap.duplicates) >= 60 and header["arrays"]["vectors"][0] > image.HEADER_ALIGN
-    assert all(header["arrays"][name][0] % image.HUGE == 0 for name in image.HUGE_ALIGNED)
-    assert snap.mapped and snap.release_scopes is not None
-    answers = _answers(config)
-    image.discard(path)
-    loaded = _cold(config, path)
-    assert not loaded.mapped and _answers(config) == answers
-    _same(snap, loaded)

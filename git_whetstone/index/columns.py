@@ -51,7 +51,6 @@ class Columns:
         self.readers: dict[str, object] = {}               # an image's readers of vectors and scope pairs (image.Rows)
         self._edited_scopes: set[int] = set()              # scopes changed since the image was mapped
         self.release_codes = None                          # a mapped image's pages of scanned rows given back (image.CodePages)
-        self.release_scopes = None                         # and of the scopes' copies, after a pass read them (image.ScopePages)
         self._results: dict[tuple[int, int], object] = {}  # numkong's output tensors, by shape
 
     # --- views ----------------------------------------------------------------------------------
@@ -293,8 +292,6 @@ class Pass:
         self.cols, self.share = cols, share
         self.q = q = Queries(queries)
         self.scope = np.maximum(q.dots_half(cols.centroids16), q.dots_half(cols.phrases16))  # clauses × scopes
-        if cols.release_scopes is not None:
-            cols.release_scopes(cols._phrases16, cols._centroids16)
         cols.scope_likeness = self.scope.max(axis=0) if len(cols.scopes) else np.zeros(0, np.float32)
         self._shared = self.scope * share
         self._first, self._second = (q.first * (1 - share))[:, None], (q.second * (1 - share))[:, None]

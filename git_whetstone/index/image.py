@@ -34,8 +34,6 @@ MAGIC = b"whetstone snapshot\n"
 VERSION = 8  # 8: the scopes' compact copies in bfloat16 (uint16 bits), no longer float16; 7: a scope's
 # centroid and phrase side by side (`scope_pairs`), no longer two matrices
 ALIGN = 64
-HUGE = 2 << 20  # a huge page: the scopes' compact copies start on one in the file (see ScopePages)
-HUGE_ALIGNED = ("phrases16", "centroids16")
 HEADER_ALIGN = 4096  # the header's room: whole pages (see `Stream`)
 WRITE_BUFFERS = 512  # arrays a `Stream` writes in one call (Linux takes at most 1,024, IOV_MAX)
 # float32 matrices read with pread, never through the mapping (see Rows): a recall reads a few
@@ -74,10 +72,6 @@ def read(root: Path, identity: str, dim: int) -> Snapshot | None:
         snap.readers = readers
         if hasattr(mmap, "MADV_DONTNEED"):
             snap.release_codes = CodePages(mapped, snap.codes.base, layout["codes"][0], snap.size, dim)
-            offsets = [layout[name][0] for name in HUGE_ALIGNED]
-            if all(offset % HUGE == 0 for offset in offsets):  # (not in an image written before they were)
-                snap.release_scopes = ScopePages(mapped, [snap._phrases16.base, snap._centroids16.base], offsets,
-                                                 len(snap.scopes) * dim * 2)
     return snap
 
 
@@ -120,60 +114,6 @@ class CodePages:
                 self.mapped.madvise(mmap.MADV_DONTNEED, start, end - start)
             except (OSError, ValueError):
                 self.base = None  # the kernel said no: stop asking
-
-
-class ScopePages:
-    """Gives the kernel back the pages of the scopes' bfloat16 copies once a pass has scored every
-    scope with them (madvise DONTNEED): 10 MB at 100,000 entries that each recall reads once, at
-    its start, and that would stay resident through the rest of it, where a long-lived process
-    peaks. The image starts each on a 2 MB boundary and the mapping asks for huge pages there, so
-    the page cache holds them in large folios, mapped again in a dozen faults a pass (0.14 ms; not
-    aligned, 120 faults and 0.5 ms). A patched scope's copies are written in place, unlike the
-    8-bit rows: the pages this process wrote (anonymous since, as /proc/self/pagemap says) are
-    never given back, only those that are still the file's. (The library runs one call at a time:
-    nothing writes between the look and the release.)"""
-
-    def __init__(self, mapped: mmap.mmap, bases: list, offsets: list[int], length: int) -> None:
-        page = mmap.PAGESIZE
-        self.mapped, self.bases = mapped, bases
-        self.spans = [(-(-offset // page) * page, (offset + length) // page * page) for offset in offsets]
-        self.spans = [(start, end) for start, end in self.spans if end > start]
-        self.address = np.frombuffer(mapped, np.uint8, 1).ctypes.data  # (touches nothing)
-        for start, end in self.spans:
-            if hasattr(mmap, "MADV_HUGEPAGE"):
-                try:
-                    mapped.madvise(mmap.MADV_HUGEPAGE, start, end - start)
-                except (OSError, ValueError):
-                    pass
-
-    def __call__(self, *arrays: np.ndarray) -> None:
-        """`arrays` (the scopes' copies) were just read."""
-        if any(array.base is not base for array, base in zip(arrays, self.bases)) or not self.spans:
-            return  # grown into memory of their own: not the mapping any more
-        page = mmap.PAGESIZE
-        try:  # opened each time: a forked child's pagemap is its own
-            fd = os.open("/proc/self/pagemap", os.O_RDONLY)
-        except OSError:
-            self.spans = []
-            return
-        try:
-            for start, end in self.spans:
-                count = (end - start) // page
-                raw = os.pread(fd, count * 8, (self.address + start) // page * 8)
-                if len(raw) != count * 8:
-                    raise OSError("pagemap cut short")
-                entries = np.frombuffer(raw, np.uint64)
-                if not (entries >> np.uint64(63)).any():  # the pass has just read every page: a pagemap
-                    raise OSError("pagemap shows no page")  # that shows none present cannot tell what was written
-                # bit 63 present, 62 swapped, 61 a file's page: present or swapped and not the file's
-                written = ((entries >> np.uint64(62)) != 0) & (((entries >> np.uint64(61)) & np.uint64(1)) == 0)
-                edges = np.flatnonzero(np.diff(np.concatenate(([True], written, [True])).astype(np.int8)))
-                for a, b in zip(edges[::2].tolist(), edges[1::2].tolist()):  # the runs nothing wrote
-                    self.mapped.madvise(mmap.MADV_DONTNEED, start + a * page, (b - a) * page)
-        except (OSError, ValueError):
-            self.spans = []  # the kernel said no: stop asking
-        finally:
-            os.close(fd)
 
 
 class Rows:
@@ -371,8 +311,6 @@ def write(root: Path, identity: str, snap: Snapshot, stream: Stream | None = Non
                     HEADER_ALIGN)
     layout, offset = {}, room
     for name, array in arrays.items():
-        if name in HUGE_ALIGNED:  # on a 2 MB boundary of the file, however big the header's room (`ScopePages`)
-            offset = _aligned(offset, HUGE)
         layout[name] = [offset, array.dtype.str, shapes[name]]
         offset = _aligned(offset + int(np.prod(shapes[name])) * array.itemsize)
     header["arrays"] = layout
