@@ -468,29 +468,3 @@ def test_the_rows_of_some_scopes_found_by_runs_are_those_every_row_gives():
             for limit in (len(want), len(want) + 1, float(rng.integers(0, len(scope_of) + 2))):
                 got = recall_op._rows_of(runs, keep, limit)
                 assert (got is None) == (len(want) >= limit) and (got is None or np.array_equal(got, want)), case
-
-
-def test_the_cutoffs_kept_per_snapshot_give_the_float64_array_they_stand_for(store_root, monkeypatch):
-    """`recall.Cutoffs` (a kind per row, kept per snapshot) gives what a float64 array of each row's
-    kind's cutoff gives (the array recall kept before), whole and for any rows: rows not scoped
-    (dead, or for every task) infinite."""
-    from git_whetstone.ops.capture import capture
-    _, config, built = bench_store(monkeypatch, "cuts", 6_000, 13)
-    ws = recall_op.Workspace.of(config)
-    ws.snapshot(ws.store("cuts"))
-    # a rule for every task (its row not scoped; a random mask below stands for dead rows too)
-    capture("cuts", "issue", "Never use exclamation marks", built.scopes[0].phrase, always=True, confirm="new",
-            config=config)
-    snap = ws.snapshot(ws.store("cuts"))
-    assert snap.always.any()
-    rng = np.random.default_rng(3)
-    for scoped in (snap.alive & ~snap.always, rng.random(snap.size) < 0.7):
-        assert (~scoped).any() and scoped.any()
-        for cuts in ((config.threshold("learning_cutoff"), config.threshold("issue_cutoff")), (0.45, 0.3), (0.2, 0.2)):
-            want = np.where(snap.is_learning, *cuts)
-            want[~scoped] = np.inf
-            got = recall_op.Cutoffs(recall_op.Cutoffs.kinds_of(snap, scoped), *cuts)
-            assert len(got) == len(want) and got[:].dtype == want.dtype and np.array_equal(got[:], want)
-            for rows in (rng.choice(snap.size, 500), np.sort(rng.choice(snap.size, 2_000, replace=False)),
-                         np.flatnonzero(~scoped)[:50], np.zeros(0, np.intp), slice(100, 900)):
-                assert got[rows].dtype == want.dtype and np.array_equal(got[rows], want[rows])

@@ -184,8 +184,7 @@ class Found:
     slack: np.ndarray
 
 
-def candidates(snap: Snapshot, queries: np.ndarray, cutoff: Cutoffs | np.ndarray, band: float,
-               runs: np.ndarray) -> Found:
+def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float, runs: np.ndarray) -> Found:
     """The rows whose exact scores could change recall's answer, found from the compact vectors
     (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
     can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
@@ -202,7 +201,7 @@ def candidates(snap: Snapshot, queries: np.ndarray, cutoff: Cutoffs | np.ndarray
     return _chosen(snap, scanning, rows, cutoff, band, None if floor is None else np.minimum(floor, low))
 
 
-def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: Cutoffs | np.ndarray, band: float,
+def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float,
             under: np.ndarray | None = None) -> Found:
     """`candidates` among `rows` (None: every row), the rows no other row can matter beside.
     `under` is a score per clause that neither the floor these rows set nor their best match's
@@ -215,7 +214,7 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: Cutoffs |
     else:
         at, approx, slack = _near_enough(scanning, rows, under)
     scored = rows if at is None else (at if rows is None else rows[at])  # the rows whose scores `approx` holds
-    cut = cutoff[:] if scored is None else cutoff[scored]  # (not every scanned row's, then the kept ones')
+    cut = cutoff if scored is None else cutoff[scored]  # (not every scanned row's, then the kept ones')
     top = approx.max(axis=0)
     maybe = top + slack >= cut
     sure = top - slack >= cut
@@ -238,7 +237,7 @@ def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: Cutoffs |
         return Found(found if rows is None else rows[found], exact, approx, slack)
     if rows is not None or at is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
         return _chosen(snap, scanning, None, cutoff, band)
-    issue = np.isfinite(cutoff[:]) & ~snap.is_learning
+    issue = np.isfinite(cutoff) & ~snap.is_learning
     nearest = np.max(top - slack, where=issue, initial=-np.inf)
     found = np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
     return Found(found, np.ones(len(found), bool), approx[:, :0], slack[:0])  # the fallback may come: all exact, no bounds
@@ -314,7 +313,7 @@ def _rows_of(runs: np.ndarray, scopes: np.ndarray, limit: float = np.inf) -> np.
     return np.arange(total, dtype=np.intp) + shift
 
 
-def _pilot(snap: Snapshot, scanning, cutoff: Cutoffs | np.ndarray, band: float, runs: np.ndarray):
+def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float, runs: np.ndarray):
     """The scopes' bounds (`scope_bound`: clauses × scopes, the scope's likeness with the best
     text any row could have), and per clause a floor `_rank`'s cannot lie under and a score its
     best match cannot fall below (`_best_under`), or None for both: the rows of the PILOT_SCOPES
@@ -379,30 +378,12 @@ def _distinct(rows: np.ndarray) -> np.ndarray:
     return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
 
 
-class Cutoffs:
+def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
     """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
-    rows and rows marked for every task (no intent matches them). Indexed as a float64 array of
-    them would be (`cutoff[rows]`, `cutoff[:]` for every row) and giving the same values, but held
-    as the number of one of its three values per row (`kinds`):
-    a long-lived process keeps that per snapshot (`Snapshot.derived`), 0.1 MB at 100,000
-    entries where the float64 array took 0.8 and kept a server's memory that much higher."""
-
-    def __init__(self, kinds: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> None:
-        self.kinds = kinds
-        self.levels = np.array([issue_cutoff, learning_cutoff, np.inf], np.float64)
-
-    @staticmethod
-    def kinds_of(snap: Snapshot, scoped: np.ndarray) -> np.ndarray:
-        """Per row: 1 a learning, 0 an issue, 2 neither can be a hit (dead, or for every task)."""
-        kinds = snap.is_learning.astype(np.int8)
-        kinds[~scoped] = 2
-        return kinds
-
-    def __getitem__(self, rows) -> np.ndarray:
-        return self.levels[self.kinds[rows]]
-
-    def __len__(self) -> int:
-        return len(self.kinds)
+    rows and rows marked for every task (no intent matches them)."""
+    cutoff = np.where(snap.is_learning, learning_cutoff, issue_cutoff)
+    cutoff[~scoped] = np.inf
+    return cutoff
 
 
 class Layer:
@@ -431,7 +412,7 @@ class Layer:
         self.named_rows = np.flatnonzero(self.named) if wanted else np.zeros(0, np.intp)
         self.always_rows = snap.derived("always rows", lambda: np.flatnonzero(self.always))
         cuts = config.threshold("learning_cutoff"), config.threshold("issue_cutoff")
-        cutoff = Cutoffs(snap.derived("cutoff kinds", lambda: Cutoffs.kinds_of(snap, scoped)), *cuts)
+        cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
         self.loose = np.zeros(snap.size, bool)
         self.loose_rows = np.zeros(0, np.intp)
         # the vectors read, a read at a time, `_held_n` in all, and where each candidate's is (1 +
