@@ -580,7 +580,6 @@ class Snapshot(Columns):
         keys = self.id_key[live]
         if len(live) != np.count_nonzero(self.alive) or not self.alive[live].all() or np.any(keys[1:] < keys[:-1]):
             raise ValueError("the image's key order does not match its rows")
-        del keys
         self.by_key = KeyIndex.gathered(self._id_key, live)  # (a private copy of a page once a key moves)
         self.duplicates = duplicates
         self.warned |= set(duplicates)
