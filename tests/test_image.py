@@ -16,13 +16,13 @@ import numpy as np
 import pytest
 
 from git_whetstone.format.layout import scope_key
-from git_whetstone.index import freshness, image
+from git_whetstone.index import columns, freshness, image
 from git_whetstone.index.snapshot import KeyIndex
 from git_whetstone.ops import capture as capture_op, recall as recall_op
 from git_whetstone.ops.hooks import reindex
 from git_whetstone.semantics.embed import get_embedder
 from git_whetstone.store.store import Store
-from tests.helpers import bench_store, git
+from tests.helpers import assert_heads_hold, bench_store, git
 
 INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and a totals row",
            "Chart churn by region for executives; pick colors, title and axis scale", "tide charts"]
@@ -30,6 +30,7 @@ INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and 
 
 @pytest.fixture
 def big(store_root, monkeypatch):
+    monkeypatch.setattr(columns, "HEADS_FROM", 1_000)  # the rows' heads too (from 20,000 rows by default)
     _, config, built = bench_store(monkeypatch, "big", 6_000, 3)
     return config, built.path
 
@@ -64,6 +65,7 @@ def _same(a, b) -> None:
     for snap in (a, b):
         first = [x.copy() for x in snap.approximate(queries, 0.7)]
         assert all(np.array_equal(x, y) for x, y in zip(first, snap.approximate(queries, 0.7)))
+        assert_heads_hold(snap, queries)  # the heads mapped, and those of rows appended since
     rows = np.array(list(a.by_key.values()), np.intp)
     others = np.array([b.by_key[key] for key in a.by_key], np.intp)
     # what recall reads with pread (vectors, and the scopes' phrases and centroids, a scope patched
@@ -113,7 +115,8 @@ def test_a_new_process_maps_the_image_and_reads_what_the_index_holds(big):
     (path / f"{image.NAME}.4242.tmp").write_bytes(b"what a killed writer leaves")
     assert "index.sqlite-snapshot" not in git(path, "status", "--porcelain").stdout  # ignored, like the index
     mapped = _cold(config, path)
-    assert mapped.mapped and mapped.compact_ready()  # the compact copies come with it
+    assert mapped.mapped and mapped.head_basis is not None  # the compact copies come with it, heads and basis
+    assert mapped.compact_ready()
     assert set(mapped.readers) == {"vectors", "scope_pairs"}  # float32 read from the file, not the mapping
     answers = _answers(config)
     image.discard(path)

@@ -59,6 +59,8 @@ def test_the_eval_set_recalls_the_same_with_the_8bit_scan(tmp_path, monkeypatch)
 
 
 def test_a_synthetic_big_store_recalls_the_same_with_the_8bit_scan(store_root, monkeypatch):
+    from git_whetstone.index import columns
+    monkeypatch.setattr(columns, "HEADS_FROM", 1_000)  # the rows' heads sift first (at 20,000 rows by default)
     bench, config, built = bench_store(monkeypatch, "big", 6_000, 11)
     # the scan skips the rows of unlikely scopes whenever it can (by default only when that
     # leaves few rows, which at this size is rare): the answers must not change
@@ -206,6 +208,121 @@ def test_the_approximate_scores_stay_within_their_bound():
         error = np.abs(approx - exact).max(axis=0)
         assert (error <= slack).all(), (dim, (error - slack).max())
         assert slack.max() < 0.02, slack.max()  # tight enough to prune: a fiftieth of a cosine
+
+
+def test_a_rows_head_bounds_its_product_and_holds_most_of_it(store_root, monkeypatch):
+    """A big snapshot learns the rows' principal directions once and keeps each row's head (its
+    first HEAD_DIMS coordinates in that basis, in 8 bits) and the length of its tail: the head
+    product lies within its bound of the exact product for every row and clause, rows added since
+    the basis was learned included; and on sentence vectors the tails are short, so the bound prunes."""
+    from git_whetstone.index import columns
+    from tests.helpers import assert_heads_hold
+
+    rng = np.random.default_rng(5)
+    monkeypatch.setattr(columns, "HEADS_FROM", 1_000)
+    cols = Columns(256, 1_200, 4)
+    vectors = rng.standard_normal((1_200, 256)).astype(np.float32) * rng.random((1_200, 1)).astype(np.float32) ** 3
+    vectors[::97] = 0  # empty texts embed to zero
+    vectors /= np.maximum(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12)
+    cols.size = 600
+    cols.vectors[:] = vectors[:600]
+    assert cols.compact_ready() and cols.head_basis is None  # too few rows to learn from
+    cols.size = 1_200
+    cols.vectors[600:] = vectors[600:]
+    assert cols.compact_ready() and cols.head_basis.shape == (256, scan.HEAD_DIMS)
+    basis = cols.head_basis
+    assert np.allclose(basis.T @ basis, np.eye(scan.HEAD_DIMS), atol=1e-5)
+    cols.grow_rows(1_300)
+    cols.size = 1_300
+    cols.vectors[1_200:] = vectors[:100] * -1  # rows added later: coded in the basis learned before
+    assert cols.compact_ready() and cols.head_basis is basis
+    for clauses in (1, 7):
+        queries = rng.standard_normal((clauses, 256)).astype(np.float32)
+        assert_heads_hold(cols, queries / np.linalg.norm(queries, axis=1, keepdims=True))
+
+    bench, config, _ = bench_store(monkeypatch, "heads", 3_000, 17)
+    ws = recall_op.Workspace.of(dataclasses.replace(config, vector_scan="int8"))
+    snap = ws.snapshot(ws.store("heads"))
+    assert snap.compact_ready(now=True)
+    for intent in bench.intents(random.Random(2), 6) + ["revenue"]:
+        assert_heads_hold(snap, ws.embedder.embed(recall_op.clauses(intent)))
+    live = snap._tails[:snap.size][snap.alive]
+    assert np.median(live) < 0.75, np.median(live)  # against 0.87 for directions at random (sqrt(1 − 64/256))
+
+
+def test_the_heads_keep_every_row_the_scan_could_keep(store_root, monkeypatch):
+    """`Pass.heads_kept` reads only the rows' heads, and keeps every row whose full 8-bit scores
+    could pass `_near_enough`'s test (some clause's score plus the row's bound reaching that
+    clause's lift), over every row and over subsets, for floors from loose to tight; and it
+    leaves out most of the rest."""
+    from git_whetstone.index import columns
+
+    monkeypatch.setattr(columns, "HEADS_FROM", 1_000)
+    monkeypatch.setattr(columns, "SCAN_BLOCK", 700)  # blocks, gathered ones and a tail
+    bench, config, _ = bench_store(monkeypatch, "kept", 6_000, 19)
+    ws = recall_op.Workspace.of(dataclasses.replace(config, vector_scan="int8"))
+    snap = ws.snapshot(ws.store("kept"))
+    rng = np.random.default_rng(19)
+    scanned = kept = 0
+    for intent in bench.intents(random.Random(4), 12) + ["revenue", "Bake sourdough bread with a long cold proof"]:
+        scanning = snap.scan(ws.embedder.embed(recall_op.clauses(intent)), recall_op.SCOPE_SHARE)
+        approx, slack = (x.copy() for x in scanning.scores())
+        reach = approx + slack
+        for quantile in (0.5, 0.9, 0.99, 0.999):
+            lift = np.quantile(reach, quantile, axis=1).astype(np.float32)[:, None]
+            lift += rng.uniform(-0.01, 0.01, lift.shape).astype(np.float32)
+            for rows in (None, np.flatnonzero(rng.random(snap.size) < 0.3), np.arange(snap.size // 3, snap.size)):
+                at = np.arange(snap.size) if rows is None else rows
+                want = np.flatnonzero(((approx[:, at] - lift).max(axis=0) + slack[at]) >= 0)
+                got = scanning.heads_kept(rows, lift)
+                assert np.array_equal(got, np.sort(got)) and np.isin(want, got).all(), (intent, quantile)
+                scanned += len(at)
+                kept += len(got)
+    assert kept < scanned / 2, (kept, scanned)
+
+
+def test_the_heads_keep_a_row_whose_tail_meets_the_clauses_tail(monkeypatch):
+    """The head bound is tight for a row whose tail points where the clause's tail points (the
+    tail product is then the whole of tail(v)·tail(q)): such a row, set just at the lift its own
+    8-bit scores pass, is still kept from its head alone."""
+    from git_whetstone.index import columns
+
+    monkeypatch.setattr(columns, "HEADS_FROM", 1_000)
+    rng = np.random.default_rng(23)
+    dim, n, extra, scopes = 256, 2_000, 300, 20
+    spectrum = 0.97 ** np.arange(dim)  # a few strong directions, as sentence vectors have
+    cols = Columns(dim, n + extra, scopes)
+    vectors = (rng.standard_normal((n, dim)) * spectrum).astype(np.float32)
+    cols.size = n
+    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
+    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
+    for matrix in (cols.phrases, cols.centroids):
+        m = rng.standard_normal((scopes, dim)).astype(np.float32)
+        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
+    cols.scopes_changed(np.arange(scopes))
+    cols.scope_of[:n] = rng.integers(0, scopes, n)
+    assert cols.compact_ready() and cols.head_basis is not None
+    queries = (rng.standard_normal((3, dim)) * spectrum).astype(np.float32)
+    queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+    basis = cols.head_basis.astype(np.float64)
+    clause = rng.integers(0, 3, extra)
+    tail = queries[clause] - (queries[clause] @ basis) @ basis.T  # each clause's tail, as the basis leaves it
+    tail /= np.linalg.norm(tail, axis=1, keepdims=True)
+    head = rng.standard_normal((extra, dim)) @ basis @ basis.T
+    head /= np.linalg.norm(head, axis=1, keepdims=True)
+    share = rng.uniform(0.2, 0.95, (extra, 1))
+    rows = share * tail + np.sqrt(1 - share ** 2) * head
+    cols.size = n + extra
+    cols.vectors[n:] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
+    cols.scope_of[n:] = rng.integers(0, scopes, extra)
+    assert cols.compact_ready()
+    scanning = cols.scan(queries, 0.7)
+    approx, slack = (x.copy() for x in scanning.scores())
+    for i in range(extra):
+        r = n + i
+        lift = approx[:, r:r + 1] + slack[r]  # the row's best clause just reaches it
+        lift[np.arange(3) != clause[i]] = 9.0
+        assert list(scanning.heads_kept(np.array([r]), lift)) == [0], i
 
 
 def test_the_bfloat16_scope_scores_stay_within_their_bound():
@@ -385,11 +502,14 @@ def _chosen_whole(snap, scanning, rows, cutoff, band):
     return (found if rows is None else rows[found]), ~sure[found] | best[found], approx[:, found], slack[found]
 
 
-def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monkeypatch):
+@pytest.mark.parametrize("heads", [True, False])
+def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monkeypatch, heads):
     """`recall._chosen` keeps from each block of scores only the rows that can reach the pilot's
-    floor (`_near_enough`) and decides on those: the very rows, exact flags, scores and bounds
-    that deciding on every row's scores at once gives, pruned or not, over many blocks."""
+    floor (`_near_enough`, which first leaves out the rows whose heads say they cannot) and decides
+    on those: the very rows, exact flags, scores and bounds that deciding on every row's scores at
+    once gives, pruned or not, over many blocks."""
     from git_whetstone.index import columns
+    monkeypatch.setattr(columns, "HEADS_FROM", 1_000 if heads else 10**9)
     bench, config, _ = bench_store(monkeypatch, "sift", 6_000, 13)
     monkeypatch.setattr(columns, "SCAN_BLOCK", 700)  # eight full blocks and a tail
     cfg = dataclasses.replace(config, vector_scan="int8")
@@ -424,6 +544,7 @@ def test_the_sifted_scan_finds_what_every_row_kept_whole_finds(store_root, monke
                 for got, want in zip((found.rows, found.exact, found.approx, found.slack), whole):
                     assert got.shape == want.shape and np.array_equal(got, want), intent
     assert sifted >= 120 and subsets >= 12, (sifted, subsets)  # and on sparse subsets of the rows too
+    assert (snap.head_basis is not None) == heads
 
 
 def test_the_likeliest_scopes_are_those_with_the_largest_bounds():

@@ -8,6 +8,12 @@ every row: |v·q − approx| ≤ `delta`, from the row's quantisation residual a
 Recall uses the bound to keep only the rows that could matter and scores those again
 exactly, in float32 (`ops.recall`), so its answers are the same as scoring every row exactly.
 
+A big snapshot also keeps each row's head: its first HEAD_DIMS coordinates along the directions
+that hold most of the rows' length (`principal`, learned once from the rows), in 8 bits, and the
+length of what they miss (its tail). A head product, within its own bound (`HeadQueries`), reads
+64 bytes a row where the full pass reads 256, and tells most rows that cannot matter before the
+full pass reads them: the scan waits on memory, not on arithmetic.
+
 Without numkong, or for a small store, the plain path runs: every row scored in float32 by numpy's
 matrix product, exactly as before (`kernel` says which runs; `doctor` reports it).
 """
@@ -17,6 +23,10 @@ import numpy as np
 
 INT8_FROM = 20_000      # rows: below this the float32 product is as fast as the scan and a rescoring
 EPS = 1e-4              # float32 rounding in the exact products, which differ in the last bits by shape
+HEAD_DIMS = 64          # the rows' principal directions a row's head holds (`heads`)
+HEAD_SAMPLE = 20_000    # rows the principal directions are learned from, at most (`principal`)
+UNIT = 1.001            # a unit vector's norm after float32 rounding, and then some
+TAIL_FLOOR = 1e-5       # added to a squared tail before its root: a basis rounded to float32 is not quite orthonormal
 
 _NUMKONG: object | None = None
 _TRIED = False
@@ -93,6 +103,34 @@ def _bfloat16(half: np.ndarray):
     return numkong().from_pointer(half.__array_interface__["data"][0], half.shape, "bf16", owner=half)
 
 
+def principal(vectors: np.ndarray, k: int = HEAD_DIMS) -> np.ndarray:
+    """dim × k, orthonormal: the k directions that hold most of the rows' squared length (the
+    leading eigenvectors of their second moments), learned from at most HEAD_SAMPLE rows spread
+    over all of them. Sentence vectors share a few dominant directions, so a row's first k
+    coordinates in this basis (its head) hold most of it, and what they miss (its tail) is short."""
+    step = max(1, -(-len(vectors) // HEAD_SAMPLE))
+    sample = np.asarray(vectors[::step], np.float64)
+    _, basis = np.linalg.eigh(sample.T @ sample)  # ascending eigenvalues
+    return np.ascontiguousarray(basis[:, ::-1][:, :k], np.float32)
+
+
+def heads(vectors: np.ndarray, basis: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Each row's head (its coordinates along `basis`) as int8 codes, their scale and residual (as
+    `quantise` gives them), and the length of its tail (what the head misses), from above: with q's
+    head and tail taken the same way, |v·q − head(v)·head(q)| ≤ tail(v)·tail(q)."""
+    head = vectors @ basis
+    codes, scales, residuals = quantise(head)
+    return codes, scales, residuals, tails(vectors, head)
+
+
+def tails(rows: np.ndarray, head: np.ndarray) -> np.ndarray:
+    """The length of each row's tail, from its squared length less its head's, summed in float64:
+    TAIL_FLOOR, added before the root, is more than float32 rounding and a basis not quite
+    orthonormal can take off, so a tail never reads shorter than it is."""
+    square = np.einsum("ij,ij->i", rows, rows, dtype=np.float64) - np.einsum("ij,ij->i", head, head, dtype=np.float64)
+    return np.sqrt(np.maximum(square, 0) + TAIL_FLOOR).astype(np.float32)
+
+
 def _largest_norm(rows: np.ndarray) -> float:
     return float(np.sqrt(np.einsum("ij,ij->i", rows, rows).max()))
 
@@ -130,3 +168,18 @@ class Queries:
         (a number, or an array of them). For unit rows v and queries q, v̂ and q̂ what the kernel
         reads: |v·q − v̂·q̂| ≤ |v − v̂|·|q| + |v̂|·|q − q̂|, where |v̂| ≤ |v| + |v − v̂|."""
         return residual * self.norm + (1 + residual) * (self.half_residual if half else self.residual) + EPS
+
+
+class HeadQueries:
+    """The clauses' heads (`heads`) in 8 bits, packed for numkong, and what bounds a head product's
+    error: |v·q − approx| ≤ residual(v)·(|head(q)| + ε) + |v|·ε + tail(v)·tail(q) + EPS, where ε
+    is the clause head's own quantisation residual (the largest of the clauses'), and tail(q)
+    the longest clause tail."""
+
+    def __init__(self, queries: np.ndarray, basis: np.ndarray) -> None:
+        head = queries @ basis
+        codes, self.scales, residuals = quantise(head)
+        self.packed = numkong().dots_pack(codes)
+        self.residual = float(residuals.max()) if len(residuals) else 0.0
+        self.norm = float(np.linalg.norm(head, axis=1).max() * UNIT) if len(head) else 0.0
+        self.tail = float(tails(queries, head).max()) if len(head) else 0.0

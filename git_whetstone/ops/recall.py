@@ -251,8 +251,11 @@ def _near_enough(scanning, rows: np.ndarray | None, floor: np.ndarray) -> tuple[
     would be a store-sized array each later step passes over again). The test is looser than
     `_chosen`'s by NEAR_MARGIN, more than float32 rounding can move it: it keeps every row that
     one keeps, and a few more."""
-    slack = scanning.slack(rows)  # (scratch: nothing below asks for another)
     lift = (floor.astype(np.float64) - NEAR_MARGIN).astype(np.float32)[:, None]
+    heads = scanning.heads_kept(rows, lift)  # the rows that can pass, found from their heads first
+    if heads is not None:
+        rows = heads if rows is None else rows[heads]
+    slack = scanning.slack(rows)  # (scratch: nothing below asks for another)
     at, kept = [np.zeros(0, np.intp)], [np.zeros((len(floor), 0), np.float32)]
     for start, stop, approx in scanning.blocks(rows):
         reach = np.subtract(approx, lift).max(axis=0)  # per row, its best clause against that clause's floor
@@ -261,7 +264,7 @@ def _near_enough(scanning, rows: np.ndarray | None, floor: np.ndarray) -> tuple[
         at.append(near + start)
         kept.append(approx[:, near])
     at = np.concatenate(at)
-    return at, np.concatenate(kept, axis=1), slack[at]
+    return at if heads is None else heads[at], np.concatenate(kept, axis=1), slack[at]
 
 
 def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.ndarray:
