@@ -248,6 +248,9 @@ def test_a_rows_head_bounds_its_product_and_holds_most_of_it(store_root, monkeyp
         assert_heads_hold(snap, ws.embedder.embed(recall_op.clauses(intent)))
     live = snap._tails[:snap.size][snap.alive]
     assert np.median(live) < 0.75, np.median(live)  # against 0.87 for directions at random (sqrt(1 − 64/256))
+    compacted = snap.compacted()  # the same rows' directions: the basis is kept, the heads made in it
+    assert compacted.head_basis is snap.head_basis and compacted.compact_ready(now=True)
+    assert_heads_hold(compacted, ws.embedder.embed(recall_op.clauses("revenue by region, in a bar chart")))
 
 
 def test_the_heads_keep_every_row_the_scan_could_keep(store_root, monkeypatch):

@@ -12,12 +12,13 @@ import math
 
 import numpy as np
 
-from .scan import EPS as scan_eps, HEAD_DIMS, UNIT, HeadQueries, Queries, halve, heads, numkong, principal, quantise
+from .scan import EPS as scan_eps, HEAD_DIMS, INT8_FROM, UNIT, HeadQueries, Queries, halve, heads, numkong, principal, \
+    quantise
 
 SCAN_BLOCK = 8192  # rows the int8 scan multiplies at once (a block's products: 8192 × 2 × clauses int32)
 GATHER_BLOCK = 4096  # rows of a subset gathered into one buffer and multiplied at once (1 MB of codes)
 SCOPE_PAIR = ("centroids", "phrases")  # a scope's two vectors, in the order `scope_pairs_of` gives them
-HEADS_FROM = 20_000  # rows: a snapshot this big learns a basis and keeps every row's head (`Pass.heads_kept`)
+HEADS_FROM = INT8_FROM  # rows: a snapshot this big learns a basis and keeps every row's head (`Pass.heads_kept`)
 
 
 class Columns:
