@@ -293,17 +293,8 @@ def test_the_heads_keep_a_row_whose_tail_meets_the_clauses_tail(monkeypatch):
     monkeypatch.setattr(columns, "HEADS_FROM", 1_000)
     rng = np.random.default_rng(23)
     dim, n, extra, scopes = 256, 2_000, 300, 20
-    spectrum = 0.97 ** np.arange(dim)  # a few strong directions, as sentence vectors have
-    cols = Columns(dim, n + extra, scopes)
-    vectors = (rng.standard_normal((n, dim)) * spectrum).astype(np.float32)
-    cols.size = n
-    cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
-    cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
-    for matrix in (cols.phrases, cols.centroids):
-        m = rng.standard_normal((scopes, dim)).astype(np.float32)
-        matrix[:] = m / np.linalg.norm(m, axis=1, keepdims=True)
-    cols.scopes_changed(np.arange(scopes))
-    cols.scope_of[:n] = rng.integers(0, scopes, n)
+    spectrum = 0.99 ** np.arange(dim)  # strong directions first, and a long tail past the head
+    cols = _random_columns(rng, dim, n, scopes, spectrum, room=extra)
     assert cols.compact_ready() and cols.head_basis is not None
     queries = (rng.standard_normal((3, dim)) * spectrum).astype(np.float32)
     queries /= np.linalg.norm(queries, axis=1, keepdims=True)
@@ -472,10 +463,11 @@ def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_s
     assert sum(len(found) for found in exact) > 1_000 and all(exact[:25])  # a stored rule finds itself
 
 
-def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40) -> Columns:
-    """Columns of random unit rows, phrases and centroids, each row in a random scope."""
-    cols = Columns(dim, rows, scopes)
-    vectors = rng.standard_normal((rows, dim)).astype(np.float32)
+def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40, spectrum=1.0, room: int = 0) -> Columns:
+    """Columns of random unit rows (their components scaled by `spectrum` before they are made
+    unit), phrases and centroids, each row in a random scope; room for `room` rows more."""
+    cols = Columns(dim, rows + room, scopes)
+    vectors = (rng.standard_normal((rows, dim)) * spectrum).astype(np.float32)
     cols.size = rows
     cols.vectors[:] = vectors / np.linalg.norm(vectors, axis=1, keepdims=True)
     cols.scopes = [("learning", str(i), str(i)) for i in range(scopes)]
