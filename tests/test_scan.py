@@ -238,7 +238,13 @@ def test_a_rows_head_bounds_its_product_and_holds_most_of_it(store_root, monkeyp
     assert cols.compact_ready() and cols.head_basis is basis
     for clauses in (1, 7):
         queries = rng.standard_normal((clauses, 256)).astype(np.float32)
-        assert_heads_hold(cols, queries / np.linalg.norm(queries, axis=1, keepdims=True))
+        queries /= np.linalg.norm(queries, axis=1, keepdims=True)
+        assert_heads_hold(cols, queries)
+        scanning = cols.scan(queries, 0.7)  # rows of no scope (bare columns): no scope part
+        approx, slack = (x.copy() for x in scanning.scores())
+        lift = np.quantile(approx + slack, 0.9, axis=1).astype(np.float32)[:, None]
+        want = np.flatnonzero(((approx - lift).max(axis=0) + slack) >= 0)
+        assert len(want) and np.isin(want, scanning.heads_kept(None, lift)).all()
 
     bench, config, _ = bench_store(monkeypatch, "heads", 3_000, 17)
     ws = recall_op.Workspace.of(dataclasses.replace(config, vector_scan="int8"))
@@ -249,7 +255,7 @@ def test_a_rows_head_bounds_its_product_and_holds_most_of_it(store_root, monkeyp
     live = snap._tails[:snap.size][snap.alive]
     assert np.median(live) < 0.75, np.median(live)  # against 0.87 for directions at random (sqrt(1 − 64/256))
     compacted = snap.compacted()  # the same rows' directions: the basis is kept, the heads made in it
-    assert compacted.head_basis is snap.head_basis and compacted.compact_ready(now=True)
+    assert np.array_equal(compacted.head_basis, snap.head_basis) and compacted.compact_ready(now=True)
     assert_heads_hold(compacted, ws.embedder.embed(recall_op.clauses("revenue by region, in a bar chart")))
 
 
@@ -286,8 +292,10 @@ def test_the_heads_keep_every_row_the_scan_could_keep(store_root, monkeypatch):
 
 def test_the_heads_keep_a_row_whose_tail_meets_the_clauses_tail(monkeypatch):
     """The head bound is tight for a row whose tail points where the clause's tail points (the
-    tail product is then the whole of tail(v)·tail(q)): such a row, set just at the lift its own
-    8-bit scores pass, is still kept from its head alone."""
+    tail product is then the whole of tail(v)·tail(q)): such a row is still kept from its head
+    alone at the highest lift its 8-bit scores could pass, however they round (its exact score,
+    the scope's part as the pass has it, plus twice the score's bound less the scope's error,
+    counted once), and left out a little above it."""
     from git_whetstone.index import columns
 
     monkeypatch.setattr(columns, "HEADS_FROM", 1_000)
@@ -310,13 +318,18 @@ def test_the_heads_keep_a_row_whose_tail_meets_the_clauses_tail(monkeypatch):
     cols.vectors[n:] = rows / np.linalg.norm(rows, axis=1, keepdims=True)
     cols.scope_of[n:] = rng.integers(0, scopes, extra)
     assert cols.compact_ready()
-    scanning = cols.scan(queries, 0.7)
-    approx, slack = (x.copy() for x in scanning.scores())
-    for i in range(extra):
-        r = n + i
-        lift = approx[:, r:r + 1] + slack[r]  # the row's best clause just reaches it
-        lift[np.arange(3) != clause[i]] = 9.0
-        assert list(scanning.heads_kept(np.array([r]), lift)) == [0], i
+    dropped = 0
+    for j in range(3):  # a clause at a time: the longest clause tail is then this one's
+        scanning = cols.scan(queries[j:j + 1], 0.7)
+        exact = cols.vectors.astype(np.float64) @ queries[j].astype(np.float64)
+        for r in (n + np.flatnonzero(clause == j)).tolist():
+            slack = float(scanning.slack(np.array([r]))[0])
+            worst = (0.7 * float(scanning.scope[0, cols.scope_of[r]]) + 0.3 * exact[r]
+                     + 2 * slack - 0.7 * scanning.scope_error)
+            kept = scanning.heads_kept(np.array([r]), np.array([[worst - 1e-6]], np.float32))
+            assert list(kept) == [0], (j, r)
+            dropped += not len(scanning.heads_kept(np.array([r]), np.array([[worst + 0.02]], np.float32)))
+    assert dropped > extra * 0.9, dropped  # tight: a fiftieth over, the head leaves nearly all out
 
 
 def test_the_bfloat16_scope_scores_stay_within_their_bound():

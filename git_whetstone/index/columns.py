@@ -447,9 +447,12 @@ class Pass:
             np.copyto(block, np.asarray(raw).T, casting="unsafe")
             block *= scale
             block *= cols._head_scales[at]
-            scope = cols._buffer("head_scope", (c, b - a), np.float32)
-            np.take(reach, cols._scope_of[at], axis=1, out=scope, mode="wrap")
-            block += scope
+            if len(cols.scopes):  # (as in `_score`)
+                scope = cols._buffer("head_scope", (c, b - a), np.float32)
+                np.take(reach, cols._scope_of[at], axis=1, out=scope, mode="wrap")
+                block += scope
+            else:
+                block -= lift
             best = block.max(axis=0)
             best += extra[a:b]
             kept.append(np.flatnonzero(best >= 0) + a)

@@ -593,7 +593,8 @@ class Snapshot(Columns):
         right after."""
         new = dict(adding)
         snap = Snapshot(self.dim, self.count + sum(rows.n for rows in new.values()) + 64, len(self.scopes) + 16)
-        snap.head_basis = self.head_basis  # (the rows' directions are as they were: their heads are made in it)
+        if self.head_basis is not None:  # the rows' directions are as they were: their heads are made in it
+            snap.head_basis = np.array(self.head_basis)  # (a copy: a mapped one would keep the old image mapped)
         paths = sorted([*(path for path in self.files if path not in new), *new])
         for i in range(0, len(paths), 256):  # a slice at a time: no second copy of every vector
             chunk = [(path, new[path] if path in new else self.files[path]) for path in paths[i:i + 256]]
