@@ -145,15 +145,13 @@ def assert_heads_hold(cols, queries) -> None:
     since the basis was learned, and rows of a mapped image, alike."""
     import numpy as np
 
-    from git_whetstone.index.scan import EPS, UNIT, HeadQueries, quantise
+    from git_whetstone.index.scan import HeadQueries
 
     assert cols.head_basis is not None
     h = HeadQueries(queries, cols.head_basis)
-    codes, scales, _ = quantise(queries @ cols.head_basis)
     size = cols.size
-    raw = cols._heads[:size].astype(np.int64) @ codes.astype(np.int64).T  # what numkong's int32 sums hold
-    approx = raw * cols._head_scales[:size, None].astype(np.float64) * scales[None, :].astype(np.float64)
+    raw = cols._heads[:size].astype(np.int64) @ h.codes.astype(np.int64).T  # what numkong's int32 sums hold
+    approx = raw * cols._head_scales[:size, None].astype(np.float64) * h.scales[None, :].astype(np.float64)
     exact = cols.vectors.astype(np.float64) @ queries.astype(np.float64).T
-    bound = (cols._head_residuals[:size] * (h.norm + h.residual) + UNIT * h.residual
-             + cols._tails[:size] * h.tail + EPS)
+    bound = h.delta(cols._head_residuals[:size], cols._tails[:size]).astype(np.float64)
     assert (np.abs(exact - approx) <= bound[:, None]).all(), (np.abs(exact - approx) - bound[:, None]).max()

@@ -238,8 +238,8 @@ class Columns:
 
     def _code_heads(self, start: int, stop: int) -> None:
         """The heads of rows [start, stop) (`scan.heads`), a few thousand at a time."""
-        for a in range(start, stop, 8192):
-            b = min(a + 8192, stop)
+        for a in range(start, stop, SCAN_BLOCK):
+            b = min(a + SCAN_BLOCK, stop)
             self._heads[a:b], self._head_scales[a:b], self._head_residuals[a:b], self._tails[a:b] = \
                 heads(self._vectors[a:b], self.head_basis)
 
@@ -427,9 +427,8 @@ class Pass:
             residual, tail = cols._head_residuals[:size], cols._tails[:size]
         else:
             residual, tail = cols._head_residuals[rows], cols._tails[rows]
-        extra += residual * np.float32((1 - share) * (h.norm + h.residual))
-        extra += tail * np.float32((1 - share) * h.tail)
-        extra += np.float32((1 - share) * (UNIT * h.residual + scan_eps) - share * self.scope_error + scan_eps)
+        extra += h.delta(residual, tail) * np.float32(1 - share)
+        extra += np.float32(scan_eps - share * self.scope_error)
         reach = self._shared - lift  # clauses × scopes: a row's scope part, less the clause's lift
         scale = (h.scales * (1 - share)).astype(np.float32)[:, None]
         gathered = cols._buffer("heads", (min(SCAN_BLOCK, n), cols._heads.shape[1]), np.int8)

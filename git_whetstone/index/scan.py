@@ -178,8 +178,15 @@ class HeadQueries:
 
     def __init__(self, queries: np.ndarray, basis: np.ndarray) -> None:
         head = queries @ basis
-        codes, self.scales, residuals = quantise(head)
-        self.packed = numkong().dots_pack(codes)
+        self.codes, self.scales, residuals = quantise(head)
+        self.packed = numkong().dots_pack(self.codes)
         self.residual = float(residuals.max()) if len(residuals) else 0.0
         self.norm = float(np.linalg.norm(head, axis=1).max() * UNIT) if len(head) else 0.0
         self.tail = float(tails(queries, head).max()) if len(head) else 0.0
+
+    def delta(self, residual: np.ndarray, tail: np.ndarray) -> np.ndarray:
+        """The bound on a head product's error, for rows whose head residual and tail are these."""
+        bound = residual * np.float32(self.norm + self.residual)
+        bound += tail * np.float32(self.tail)
+        bound += np.float32(UNIT * self.residual + EPS)
+        return bound
