@@ -131,9 +131,11 @@ def test_the_eval_command_prints_a_report_per_backend(capsys):
     pairs = run.chosen(DATA["dedup"] + DATA["conflict"] + DATA["judge"], "test")
     assert report["judge"]["pairs"] == len(pairs) and report["judge"]["balanced"]["harm"] <= HARM_CEILING
     assert "WHETSTONE_TODAY" not in os.environ
-    assert run.main(["--backend", "hashing", "--split", "test", "--via", "library"]) == 0
+    assert "balanced: silent harm" in run.table([report])
+    # the printed table, from a run that measures recall only (the whole run twice took three minutes)
+    assert run.main(["--backend", "hashing", "--split", "test", "--via", "library", "--no-judge"]) == 0
     printed = capsys.readouterr().out
-    assert "recall macro F1" in printed and "balanced: silent harm" in printed
+    assert "recall macro F1" in printed and "silent harm" not in printed
 
 
 RECALL_F1_FLOOR = 0.74
