@@ -751,3 +751,37 @@ def test_what_runs_while_git_stages_a_write_sees_it_uncommitted_and_its_failure_
     assert git(store.path, "rev-parse", "HEAD").stdout == head
     assert git(store.path, "status", "--porcelain").stdout == ""
     assert not (store.path / ".git" / "whetstone-journal.json").exists()
+
+
+def test_a_file_is_held_when_head_has_exactly_its_bytes(tmp_path: Path):
+    """`tree.against_head` (what a write checks before it commits a scope file): each file's bytes,
+    whether HEAD holds exactly them (absent counting as absent), and the blob id when it does; for
+    files at the top, in a folder with many files, in a folder HEAD lacks, and where HEAD has a folder."""
+    from git_whetstone.git.tree import against_head
+    repo = tmp_path / "repo"
+    (repo / "learnings" / "deep").mkdir(parents=True)
+    git(tmp_path, "init", "-q", str(repo))
+    for i in range(300):
+        (repo / "learnings" / f"scope-{i}.md").write_text(f"rule {i}\n")
+    (repo / "learnings" / "deep" / "inner.md").write_text("inner\n")
+    (repo / "top.md").write_text("top\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-qm", "files")
+    (repo / "learnings" / "scope-7.md").write_text("rule 7, edited\n")
+    (repo / "learnings" / "scope-8.md").unlink()
+    (repo / "learnings" / "new.md").write_text("new\n")
+    (repo / "issues").mkdir()
+    (repo / "issues" / "fresh.md").write_text("fresh\n")
+    shutil.rmtree(repo / "learnings" / "deep")  # HEAD's folder of that name is no file of it
+    rels = ["top.md", "learnings/scope-1.md", "learnings/scope-7.md", "learnings/scope-8.md", "learnings/new.md",
+            "learnings/never.md", "issues/fresh.md", "issues/never.md", "learnings/deep", "nowhere/at/all.md"]
+    found = against_head(repo, rels)
+    same = {rel: held for rel, (_, held, _) in found.items()}
+    assert same == {"top.md": True, "learnings/scope-1.md": True, "learnings/scope-7.md": False,
+                    "learnings/scope-8.md": False, "learnings/new.md": False, "learnings/never.md": True,
+                    "issues/fresh.md": False, "issues/never.md": True, "learnings/deep": True,
+                    "nowhere/at/all.md": True}
+    blob = git(repo, "rev-parse", "HEAD:learnings/scope-1.md").stdout.strip()
+    assert found["learnings/scope-1.md"] == (b"rule 1\n", True, blob)
+    assert found["learnings/scope-8.md"] == (None, False, None)
+    assert found["learnings/new.md"] == (b"new\n", False, None)

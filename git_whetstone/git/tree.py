@@ -86,9 +86,11 @@ def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, b
     holds exactly that, absent counting as absent; the id of the blob HEAD holds it as, when it
     does and the file exists). Read in-process (dulwich), so a write pays no git process; each
     folder's tree is read once and a file compared by its blob id (a compact rewrites thousands of
-    files of one folder). Outside a repository, every file counts as held, with no blob."""
+    files of one folder), looked up by name in the parsed tree: listing a folder of 10,000 scope
+    files in order took 40 ms of a capture's write. Outside a repository, every file counts as
+    held, with no blob."""
     from dulwich.errors import NotGitRepository
-    from dulwich.objects import Blob
+    from dulwich.objects import Blob, Tree
     from dulwich.object_store import tree_lookup_path
     from dulwich.repo import Repo
 
@@ -99,20 +101,25 @@ def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, b
                 tree = handle[handle.head()].tree
             except KeyError:  # no commit yet: every file on disk is new
                 tree = None
-            folders: dict[str, dict[bytes, bytes]] = {}  # folder -> {name: blob id} as HEAD holds it
+            folders: dict[str, Tree | None] = {}  # folder -> its tree as HEAD holds it (None: no such folder)
 
             def held(rel: str) -> bytes | None:
                 folder, _, name = rel.rpartition("/")
-                if folder not in folders and tree is None:
-                    folders[folder] = {}
-                elif folder not in folders:
-                    try:
-                        _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, folder.encode()) \
-                            if folder else (None, tree)
-                        folders[folder] = {e.path: e.sha for e in handle[sha].iteritems() if not e.mode & 0o40000}
-                    except (KeyError, TypeError, NotADirectoryError, AttributeError):
-                        folders[folder] = {}
-                return folders[folder].get(name.encode())
+                if folder not in folders:
+                    folders[folder] = None
+                    if tree is not None:
+                        try:
+                            _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, folder.encode()) \
+                                if folder else (None, tree)
+                            found = handle[sha]
+                            folders[folder] = found if isinstance(found, Tree) else None
+                        except (KeyError, TypeError, NotADirectoryError, AttributeError):
+                            pass
+                listed = folders[folder]
+                if listed is None or name.encode() not in listed:
+                    return None
+                mode, sha = listed[name.encode()]
+                return None if mode & 0o40000 else sha  # (a folder of that name is no file)
 
             for rel in rels:
                 try:
