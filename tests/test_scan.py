@@ -445,9 +445,9 @@ def test_the_shortcuts_of_recall_give_what_the_full_computation_gives(tmp_path, 
 
 def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_scan(store_root, monkeypatch):
     """`Context.nearest` (capture's duplicate check) on a big store scans the 8-bit rows and scores
-    exactly only those that may reach the judge's floor: the entries, their order, similarities
-    and verdicts are those of scoring every row in float32."""
-    from git_whetstone.ops.context import Context
+    exactly only those that may reach the judge's floor and be among the closest it asks for: the
+    entries, their order, similarities and verdicts are those of scoring every row in float32."""
+    from git_whetstone.ops.context import NEAREST, Context
     from git_whetstone.ops.workspace import Workspace
     bench, config, built = bench_store(monkeypatch, "big", 6_000, 11)
     rng = random.Random(8)
@@ -457,23 +457,42 @@ def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_s
         "Use a colorblind-safe palette for every chart", "Left-align text columns and right-align numbers"]
     scopes = [rng.choice(built.scopes).phrase for _ in bodies]
 
-    def nearest(scan_path: str) -> list:
+    read: list[int] = []  # how many rows each call of the 8-bit path scored exactly
+
+    def nearest(scan_path: str, limit: int, exclude: list | None = None) -> list:
         freshness.LIVE.clear()
         ws = Workspace.of(dataclasses.replace(config, vector_scan=scan_path))
         ctx = Context.open(ws, ws.store("big"))
         assert scan.kernel(ctx.snap.size, scan_path) == scan_path
-        # every entry above the judge's floor, not only the closest 25: the scan's bound decides
-        # about the farthest of them
+        vectors_of = ctx.snap.vectors_of
+        ctx.snap.vectors_of = lambda rows: (read.append(len(rows)), vectors_of(rows))[1]
         return [[(e.id, j.similarity, j.relation, j.reason, j.opposed)
-                 for e, j in ctx.nearest(b, s, limit=10_000)] for b, s in zip(bodies, scopes)]
+                 for e, j in ctx.nearest(b, s, limit=limit, exclude=x)]
+                for b, s, x in zip(bodies, scopes, exclude or [None] * len(bodies))]
 
-    compact, exact = nearest("int8"), nearest("numpy")
-    # the same entries in the same order with the same verdicts; a similarity may differ in the
-    # last bit of a float32 (a product over fewer rows adds in another order), far below the
-    # thousandth capture shows
-    assert [[f[:1] + f[2:] for f in found] for found in compact] == [[f[:1] + f[2:] for f in found] for found in exact]
-    assert all(abs(a[1] - b[1]) < 1e-6 for x, y in zip(compact, exact) for a, b in zip(x, y))
-    assert sum(len(found) for found in exact) > 1_000 and all(exact[:25])  # a stored rule finds itself
+    # every entry above the judge's floor (the scan's bound decides about the farthest of them),
+    # then the closest 25 as a capture asks for them (only the rows that may be among them are
+    # scored exactly: `_may_lead`), then those less one of them (as an edit leaves out the entry
+    # it changes: the 26th closest comes in)
+    closest = None
+    for limit in (10_000, NEAREST, NEAREST):
+        read.clear()
+        exclude = None if closest is None else [found[3][0] if len(found) > 3 else None for found in closest]
+        compact, exact = nearest("int8", limit, exclude), nearest("numpy", limit, exclude)
+        if limit == NEAREST:
+            closest = exact
+        # the same entries in the same order with the same verdicts; a similarity may differ in the
+        # last bit of a float32 (a product over fewer rows adds in another order), far below the
+        # thousandth capture shows
+        assert [[f[:1] + f[2:] for f in found] for found in compact] == \
+            [[f[:1] + f[2:] for f in found] for found in exact]
+        assert all(abs(a[1] - b[1]) < 1e-6 for x, y in zip(compact, exact) for a, b in zip(x, y))
+        assert all(exact[:25])  # a stored rule finds itself
+        if limit == NEAREST:
+            assert all(len(found) == NEAREST for found in exact[:25])
+            assert max(read) < 10 * NEAREST, read  # of the hundreds that reach the floor (below)
+        else:
+            assert sum(len(found) for found in exact) > 1_000 and max(read) > 500
 
 
 def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40, spectrum=1.0, room: int = 0) -> Columns:
