@@ -495,6 +495,42 @@ def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_s
             assert sum(len(found) for found in exact) > 1_000 and max(read) > 500
 
 
+
+@pytest.mark.parametrize("crowded, bound", [(True, 1e-5), (True, 3e-4), (False, 1e-5)])
+def test_the_duplicate_check_scores_every_row_that_may_be_among_the_closest(crowded, bound):
+    """`_may_lead` with each row's cosine bounded to ±`bound` and read as badly as that allows
+    (the k-th closest as low, the others as high), its scope's likeness from the bfloat16 phrases.
+    Crowded, hundreds of rows lie within the bounds of the k-th place (with the smaller bound,
+    within the scope score's error; with the larger, with no scope likeness, within the rows'
+    own bounds: every error term counts); spread out, the rows are further
+    apart than all the bounds together (the k-th row itself is at stake). Every row of the first
+    k, by exact likeness among the rows at the floor, is kept; most others are not."""
+    from git_whetstone.ops.context import SCOPE_PULL, _may_lead
+    rng = np.random.default_rng(12)
+    n, k, floor = (3_000, 26, 0.25) if crowded else (120, 26, 0.25)
+    cols = _random_columns(rng, dim=64, rows=n, scopes=60 if crowded else 400)
+    cols.compact_ready(now=True)
+    for trial in range(30):
+        scope_vec = rng.standard_normal(64).astype(np.float32)
+        scope_vec /= np.linalg.norm(scope_vec)
+        if bound > 1e-4:  # no scope likeness (an empty scope's vector): the rows' own bounds decide
+            scope_vec[:] = 0
+        pull = cols.phrases @ scope_vec  # what `nearest` computes exactly for the rows it keeps
+        cosine = rng.uniform(0.2, 0.6 if crowded else 4.0, n).astype(np.float32)  # (spread: past 1, apart)
+        slack = np.full(n, bound, np.float32)
+        likeness = cosine + np.float32(SCOPE_PULL) * pull[cols.scope_of]
+        near = np.flatnonzero(cosine >= floor)
+        first = near[np.argsort(-likeness[near], kind="stable")][:k]
+        # the worst the scan's scores can be: the k-th row read as low as its bound lets it, every
+        # other row as high (the others of the first k set the cut as high as they can)
+        side = np.ones(n, np.float32)
+        side[first[-1]] = -1
+        approx = (cosine + side * slack * np.float32(0.999)).astype(np.float32)
+        rows = np.flatnonzero(approx + slack >= floor)
+        kept = _may_lead(cols, rows, approx[rows], slack[rows], scope_vec, floor, k)
+        assert set(first.tolist()) <= set(kept.tolist()), trial
+        assert len(kept) < (len(rows) / 4 if crowded else k + 3), (trial, len(kept), len(rows))
+
 def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40, spectrum=1.0, room: int = 0) -> Columns:
     """Columns of random unit rows (their components scaled by `spectrum` before they are made
     unit), phrases and centroids, each row in a random scope; room for `room` rows more."""

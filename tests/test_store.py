@@ -765,6 +765,7 @@ def test_a_file_is_held_when_head_has_exactly_its_bytes(tmp_path: Path):
         (repo / "learnings" / f"scope-{i}.md").write_text(f"rule {i}\n")
     (repo / "learnings" / "deep" / "inner.md").write_text("inner\n")
     (repo / "top.md").write_text("top\n")
+    (repo / "solid").write_text("a file in HEAD, a folder on disk\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-qm", "files")
     (repo / "learnings" / "scope-7.md").write_text("rule 7, edited\n")
@@ -773,14 +774,18 @@ def test_a_file_is_held_when_head_has_exactly_its_bytes(tmp_path: Path):
     (repo / "issues").mkdir()
     (repo / "issues" / "fresh.md").write_text("fresh\n")
     shutil.rmtree(repo / "learnings" / "deep")  # HEAD's folder of that name is no file of it
+    (repo / "solid").unlink()
+    (repo / "solid").mkdir()
+    (repo / "solid" / "inner.md").write_text("inner\n")
     rels = ["top.md", "learnings/scope-1.md", "learnings/scope-7.md", "learnings/scope-8.md", "learnings/new.md",
-            "learnings/never.md", "issues/fresh.md", "issues/never.md", "learnings/deep", "nowhere/at/all.md"]
+            "learnings/never.md", "issues/fresh.md", "issues/never.md", "learnings/deep", "nowhere/at/all.md",
+            "solid/inner.md", "solid/through/it.md"]  # (folders HEAD holds as a file)
     found = against_head(repo, rels)
     same = {rel: held for rel, (_, held, _) in found.items()}
     assert same == {"top.md": True, "learnings/scope-1.md": True, "learnings/scope-7.md": False,
                     "learnings/scope-8.md": False, "learnings/new.md": False, "learnings/never.md": True,
                     "issues/fresh.md": False, "issues/never.md": True, "learnings/deep": True,
-                    "nowhere/at/all.md": True}
+                    "nowhere/at/all.md": True, "solid/inner.md": False, "solid/through/it.md": True}
     blob = git(repo, "rev-parse", "HEAD:learnings/scope-1.md").stdout.strip()
     assert found["learnings/scope-1.md"] == (b"rule 1\n", True, blob)
     assert found["learnings/scope-8.md"] == (None, False, None)

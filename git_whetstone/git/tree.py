@@ -87,10 +87,10 @@ def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, b
     does and the file exists). Read in-process (dulwich), so a write pays no git process; each
     folder's tree is read once and a file compared by its blob id (a compact rewrites thousands of
     files of one folder), looked up by name in the parsed tree: listing a folder of 10,000 scope
-    files in order took 40 ms of a capture's write. Outside a repository, every file counts as
+    files in order took 20-40 ms of a capture's write. Outside a repository, every file counts as
     held, with no blob."""
-    from dulwich.errors import NotGitRepository
-    from dulwich.objects import Blob, Tree
+    from dulwich.errors import NotGitRepository, NotTreeError
+    from dulwich.objects import Blob, SubmoduleEncountered, Tree
     from dulwich.object_store import tree_lookup_path
     from dulwich.repo import Repo
 
@@ -111,9 +111,10 @@ def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, b
                         try:
                             _, sha = tree_lookup_path(handle.object_store.__getitem__, tree, folder.encode()) \
                                 if folder else (None, tree)
-                            found = handle[sha]
-                            folders[folder] = found if isinstance(found, Tree) else None
-                        except (KeyError, TypeError, NotADirectoryError, AttributeError):
+                            obj = handle[sha]
+                            folders[folder] = obj if isinstance(obj, Tree) else None  # (HEAD's file of that name)
+                        except (KeyError, TypeError, NotADirectoryError, AttributeError, NotTreeError,
+                                SubmoduleEncountered):  # a path through a file or a submodule HEAD holds: no such file
                             pass
                 listed = folders[folder]
                 if listed is None or name.encode() not in listed:

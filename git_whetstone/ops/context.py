@@ -96,7 +96,8 @@ class Context:
         body_vec, scope_vec = self.embedder.embed([body, scope])
         if scan.kernel(snap.size, config.vector_scan) == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
             # a big store: the 8-bit scan bounds every row's cosine (`Columns.approximate` with no
-            # scope share), and only the rows that may reach the floor are scored exactly
+            # scope share), and only the rows that may reach the floor and be among the closest
+            # `limit` + 1 are scored exactly (`_may_lead`)
             approx, slack = snap.approximate(body_vec[None, :], 0.0)
             maybe = np.flatnonzero((approx[0] + slack >= floor) & snap.alive)
             maybe = _may_lead(snap, maybe, approx[0][maybe], slack[maybe], scope_vec, floor, limit + 1)
