@@ -470,17 +470,11 @@ def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_s
                  for e, j in ctx.nearest(b, s, limit=limit, exclude=x)]
                 for b, s, x in zip(bodies, scopes, exclude or [None] * len(bodies))]
 
-    # every entry above the judge's floor (the scan's bound decides about the farthest of them),
-    # then the closest 25 as a capture asks for them (only the rows that may be among them are
-    # scored exactly: `_may_lead`), then those less one of them (as an edit leaves out the entry
-    # it changes: the 26th closest comes in)
-    closest = None
-    for limit in (10_000, NEAREST, NEAREST):
+    def same(limit: int, exclude: list | None = None) -> list:
+        """The float32 path's answers, once the 8-bit path's are checked against them (`read` then
+        holds how many rows the 8-bit path scored exactly, call by call)."""
         read.clear()
-        exclude = None if closest is None else [found[3][0] if len(found) > 3 else None for found in closest]
         compact, exact = nearest("int8", limit, exclude), nearest("numpy", limit, exclude)
-        if limit == NEAREST:
-            closest = exact
         # the same entries in the same order with the same verdicts; a similarity may differ in the
         # last bit of a float32 (a product over fewer rows adds in another order), far below the
         # thousandth capture shows
@@ -488,12 +482,18 @@ def test_captures_duplicate_check_finds_the_same_nearest_entries_with_the_8bit_s
             [[f[:1] + f[2:] for f in found] for found in exact]
         assert all(abs(a[1] - b[1]) < 1e-6 for x, y in zip(compact, exact) for a, b in zip(x, y))
         assert all(exact[:25])  # a stored rule finds itself
-        if limit == NEAREST:
-            assert all(len(found) == NEAREST for found in exact[:25])
-            assert max(read) < 10 * NEAREST, read  # of the hundreds that reach the floor (below)
-        else:
-            assert sum(len(found) for found in exact) > 1_000 and max(read) > 500
+        return exact
 
+    # every entry above the judge's floor: the scan's bound decides about the farthest of them
+    everything = same(10_000)
+    assert sum(len(found) for found in everything) > 1_000 and max(read) > 500
+    # the closest 25, as a capture asks for them (only the rows that may be among them are scored
+    # exactly: `_may_lead`); then with the 4th closest left out, as an edit leaves out the entry
+    # it changes (the 26th closest comes in)
+    for exclude in (None, [found[3][0] if len(found) > 3 else None for found in everything]):
+        closest = same(NEAREST, exclude)
+        assert all(len(found) == NEAREST for found in closest[:25])
+        assert max(read) < 10 * NEAREST, read  # of the hundreds that reach the floor
 
 
 @pytest.mark.parametrize("crowded, bound", [(True, 1e-5), (True, 3e-4), (False, 1e-5)])
@@ -502,12 +502,12 @@ def test_the_duplicate_check_scores_every_row_that_may_be_among_the_closest(crow
     (the k-th closest as low, the others as high), its scope's likeness from the bfloat16 phrases.
     Crowded, hundreds of rows lie within the bounds of the k-th place (with the smaller bound,
     within the scope score's error; with the larger, with no scope likeness, within the rows'
-    own bounds: every error term counts); spread out, the rows are further
-    apart than all the bounds together (the k-th row itself is at stake). Every row of the first
-    k, by exact likeness among the rows at the floor, is kept; most others are not."""
-    from git_whetstone.ops.context import SCOPE_PULL, _may_lead
+    own bounds: every error term counts); spread out, the rows are further apart than all the
+    bounds together (the k-th row itself is at stake). Every row of the first k, by exact likeness
+    among the rows at the floor, is kept; most others are not."""
+    from git_whetstone.ops.context import NEAREST, SCOPE_PULL, _may_lead
     rng = np.random.default_rng(12)
-    n, k, floor = (3_000, 26, 0.25) if crowded else (120, 26, 0.25)
+    n, k, floor = 3_000 if crowded else 120, NEAREST + 1, 0.25  # (k as `nearest` asks)
     cols = _random_columns(rng, dim=64, rows=n, scopes=60 if crowded else 400)
     cols.compact_ready(now=True)
     for trial in range(30):

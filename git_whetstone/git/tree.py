@@ -116,10 +116,10 @@ def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, b
                         except (KeyError, TypeError, NotADirectoryError, AttributeError, NotTreeError,
                                 SubmoduleEncountered):  # a path through a file or a submodule HEAD holds: no such file
                             pass
-                listed = folders[folder]
-                if listed is None or name.encode() not in listed:
+                listed, key = folders[folder], name.encode()
+                if listed is None or key not in listed:
                     return None
-                mode, sha = listed[name.encode()]
+                mode, sha = listed[key]
                 return None if mode & 0o40000 else sha  # (a folder of that name is no file)
 
             for rel in rels:
