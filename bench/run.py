@@ -24,7 +24,8 @@ match) is added on top. Floors, measured in the same run: embedding every text o
 over all vectors, git add + commit of one file, `python -c "import numpy"`, the idle server's RSS,
 `import mcp.server.mcpserver`, reading and parsing every scope file, one int8 pass over every row.
 The table gives each figure, its ratio to its floor, the targets (a table keyed by figure and size)
-and the log-log slope of every figure between neighbouring sizes. Then quality beside speed, so
+and the log-log slope of every figure between neighbouring sizes; a line after it, what else the
+machine did meanwhile (`Machine`: other processes' CPU time, and steal). Then quality beside speed, so
 nothing is bought with quality: the labeled set's held-out third (tests/eval) and PrefEval for every
 installed backend, silent harm first. `--json` writes every run.
 """
@@ -44,6 +45,7 @@ import os
 import platform
 import pstats
 import random
+import resource
 import shutil
 import statistics
 import subprocess
@@ -529,6 +531,59 @@ class Measure:
     def as_json(self) -> dict[str, Any]:
         return {"unit": self.unit, "median": self.median, "p95": self.p95, "n": len(self.runs),
                 "runs": [round(r, 3) for r in self.runs], "note": self.note, **self.extra}
+
+
+class Machine:
+    """What else this machine did while the bench ran (Linux, from /proc/stat): the share of its
+    CPU time that processes other than the bench and its children used, and the share of the time
+    its cores had work that the hypervisor took from them (steal). The load average cannot tell:
+    the bench's own process keeps it near 1, so a warning on it fired on every run; and a busy
+    neighbour of a virtual machine shows as steal, not as load. None where /proc/stat is missing."""
+
+    def __init__(self) -> None:
+        self.start = self.now()
+
+    @staticmethod
+    def now() -> tuple[float, float, float, float] | None:
+        """(CPU seconds busy, stolen and in all, over every core) as /proc/stat counts them, and
+        the CPU seconds of this process and of the children it waited for."""
+        try:
+            first = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0]
+        except OSError:
+            return None
+        busy, steal, total = cpu_seconds(first, os.sysconf("SC_CLK_TCK"))
+        own = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+                  for f in ("ru_utime", "ru_stime"))
+        return busy, steal, total, own
+
+    def since(self) -> dict[str, float] | None:
+        """{"others": …, "steal": …} since the start, as `shares` gives them."""
+        end = self.now()
+        if self.start is None or end is None:
+            return None
+        return shares(self.start, end)
+
+
+def cpu_seconds(line: str, hz: int) -> tuple[float, float, float]:
+    """/proc/stat's first line ("cpu  user nice system idle iowait irq softirq steal …", in clock
+    ticks): seconds busy (user, nice, system, irq, softirq; guest time is inside user), stolen,
+    and in all (the eight fields together)."""
+    user, nice, system, idle, iowait, irq, softirq, steal = (int(v) for v in line.split()[1:9])
+    return (user + nice + system + irq + softirq) / hz, steal / hz, (user + nice + system + idle + iowait
+                                                                     + irq + softirq + steal) / hz
+
+
+def shares(start: tuple[float, float, float, float], end: tuple[float, float, float, float]) -> dict[str, float]:
+    """`Machine.since` from two readings of `Machine.now`: the busy time that was not the bench's,
+    as a share of all the CPU time that passed (never below 0: the kernel's tick counts and a
+    process's own accounting differ by a tick or so), and the stolen time as a share of the time
+    the cores had work (busy or stolen): how much longer the work took than it would have."""
+    busy, steal, total, own = (b - a for a, b in zip(start, end))
+    others = max(0.0, busy - own) / total if total > 0 else 0.0
+    return {"others": others, "steal": max(0.0, steal) / (busy + steal) if busy + steal > 0 else 0.0}
+
+
+BUSY_SHARE = 0.05  # of the machine's CPU time taken by others, or of its work's time stolen: figures inflated
 
 
 def clock(fn: Callable[[], Any]) -> tuple[float, Any]:
@@ -1108,6 +1163,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles: dict[int, dict[str, str]] = {}
     try:
         load_before = os.getloadavg()[0]
+        machine = Machine()
         say(f"whetstone {git_whetstone.__version__} bench · python {platform.python_version()} · "
             f"{os.cpu_count()} cpus · load {load_before:.2f} · repeat {args.repeat} · store root {root}")
         if args.backend:
@@ -1148,9 +1204,17 @@ def main(argv: list[str] | None = None) -> int:
             say("… quality, every installed backend")
             quality = bench_quality([])
             say("\n" + quality_table(quality, cfg.embedding_backend))
-        if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1):
-            say(f"  warning: the machine was busy (load {load_before:.2f} before, {load_after:.2f} after); "
-                f"figures are inflated")
+        others = machine.since()
+        if others is None:  # no /proc/stat: the load average (the bench's own process keeps it near 1)
+            if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1) + 1:
+                say(f"  warning: the machine was busy (load {load_before:.2f} before, {load_after:.2f} after, the "
+                    f"bench's own included); figures are inflated")
+        else:
+            busy = max(others.values()) > BUSY_SHARE
+            say(f"  {'warning: figures are inflated: ' if busy else ''}while the bench ran, other processes "
+                f"used {others['others']:.1%} of the machine's CPU time; the hypervisor took {others['steal']:.1%} "
+                f"of the time its cores had work (steal); load {load_before:.2f} before, {load_after:.2f} after, "
+                f"the bench's own included")
         for size, found in profiles.items():
             for name, report in found.items():
                 say(f"\n=== profile {name} at {size:,} entries ===\n{report}")
@@ -1158,7 +1222,7 @@ def main(argv: list[str] | None = None) -> int:
             data = {
                 "meta": {"version": git_whetstone.__version__, "python": platform.python_version(),
                          "platform": platform.platform(), "cpus": os.cpu_count(), "repeat": args.repeat,
-                         "seed": args.seed, "load": [load_before, load_after], "when": dt.datetime.now().isoformat(timespec="seconds"),
+                         "seed": args.seed, "load": [load_before, load_after], "machine": others, "when": dt.datetime.now().isoformat(timespec="seconds"),
                          "commit": _git_rev(), "library_dirty": _dirty()},
                 "floors": {k: m.as_json() for k, m in floors.items()},
                 "sizes": {str(s): {"build_s": builds[s], **{k: m.as_json() for k, m in results[s].items()}}
