@@ -25,7 +25,7 @@ over all vectors, git add + commit of one file, `python -c "import numpy"`, the 
 `import mcp.server.mcpserver`, reading and parsing every scope file, one int8 pass over every row.
 The table gives each figure, its ratio to its floor, the targets (a table keyed by figure and size)
 and the log-log slope of every figure between neighbouring sizes; a line after it, what else the
-machine did meanwhile (`Machine`: other processes' CPU time, and steal). Then quality beside speed, so
+machine did meanwhile (`shares`: other processes' CPU time, and steal). Then quality beside speed, so
 nothing is bought with quality: the labeled set's held-out third (tests/eval) and PrefEval for every
 installed backend, silent harm first. `--json` writes every run.
 """
@@ -533,35 +533,19 @@ class Measure:
                 "runs": [round(r, 3) for r in self.runs], "note": self.note, **self.extra}
 
 
-class Machine:
-    """What else this machine did while the bench ran (Linux, from /proc/stat): the share of its
-    CPU time that processes other than the bench and its children used, and the share of the time
-    its cores had work that the hypervisor took from them (steal). The load average cannot tell:
-    the bench's own process keeps it near 1, so a warning on it fired on every run; and a busy
-    neighbour of a virtual machine shows as steal, not as load. None where /proc/stat is missing."""
-
-    def __init__(self) -> None:
-        self.start = self.now()
-
-    @staticmethod
-    def now() -> tuple[float, float, float, float] | None:
-        """(CPU seconds busy, stolen and in all, over every core) as /proc/stat counts them, and
-        the CPU seconds of this process and of the children it waited for."""
-        try:
-            first = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0]
-        except OSError:
-            return None
-        busy, steal, total = cpu_seconds(first, os.sysconf("SC_CLK_TCK"))
-        own = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
-                  for f in ("ru_utime", "ru_stime"))
-        return busy, steal, total, own
-
-    def since(self) -> dict[str, float] | None:
-        """{"others": …, "steal": …} since the start, as `shares` gives them."""
-        end = self.now()
-        if self.start is None or end is None:
-            return None
-        return shares(self.start, end)
+def cpu_reading() -> tuple[float, float, float, float] | None:
+    """What this machine's cores did so far, for `shares` (what else it did while the bench ran):
+    CPU seconds busy, stolen and in all, over every core, as /proc/stat counts them, and the CPU
+    seconds of this process and of the children it waited for. None where /proc/stat is missing
+    (not Linux)."""
+    try:
+        first = Path("/proc/stat").read_text(encoding="ascii").split("\n", 1)[0]
+    except OSError:
+        return None
+    busy, steal, total = cpu_seconds(first, os.sysconf("SC_CLK_TCK"))
+    own = sum(getattr(resource.getrusage(who), f) for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN)
+              for f in ("ru_utime", "ru_stime"))
+    return busy, steal, total, own
 
 
 def cpu_seconds(line: str, hz: int) -> tuple[float, float, float]:
@@ -574,10 +558,12 @@ def cpu_seconds(line: str, hz: int) -> tuple[float, float, float]:
 
 
 def shares(start: tuple[float, float, float, float], end: tuple[float, float, float, float]) -> dict[str, float]:
-    """`Machine.since` from two readings of `Machine.now`: the busy time that was not the bench's,
-    as a share of all the CPU time that passed (never below 0: the kernel's tick counts and a
-    process's own accounting differ by a tick or so), and the stolen time as a share of the time
-    the cores had work (busy or stolen): how much longer the work took than it would have."""
+    """What else the machine did between two readings (`cpu_reading`): the busy time that was not
+    the bench's, as a share of all the CPU time that passed (never below 0: the kernel's tick counts
+    and a process's own accounting differ by a tick or so), and the stolen time (the hypervisor's)
+    as a share of the time the cores had work, busy or stolen: how much longer the work took than
+    it would have. The load average cannot tell: the bench's own process keeps it near 1, so a
+    warning on it fired on every run; and a busy neighbour of a virtual machine shows as steal."""
     busy, steal, total, own = (b - a for a, b in zip(start, end))
     others = max(0.0, busy - own) / total if total > 0 else 0.0
     return {"others": others, "steal": max(0.0, steal) / (busy + steal) if busy + steal > 0 else 0.0}
@@ -1163,7 +1149,7 @@ def main(argv: list[str] | None = None) -> int:
     profiles: dict[int, dict[str, str]] = {}
     try:
         load_before = os.getloadavg()[0]
-        machine = Machine()
+        cpu_start = cpu_reading()
         say(f"whetstone {git_whetstone.__version__} bench · python {platform.python_version()} · "
             f"{os.cpu_count()} cpus · load {load_before:.2f} · repeat {args.repeat} · store root {root}")
         if args.backend:
@@ -1204,7 +1190,8 @@ def main(argv: list[str] | None = None) -> int:
             say("… quality, every installed backend")
             quality = bench_quality([])
             say("\n" + quality_table(quality, cfg.embedding_backend))
-        others = machine.since()
+        cpu_end = cpu_reading()
+        others = shares(cpu_start, cpu_end) if cpu_start and cpu_end else None
         if others is None:  # no /proc/stat: the load average (the bench's own process keeps it near 1)
             if max(load_before, load_after) > 0.5 * (os.cpu_count() or 1) + 1:
                 say(f"  warning: the machine was busy (load {load_before:.2f} before, {load_after:.2f} after, the "

@@ -1,4 +1,4 @@
-"""The benchmark's account of what else the machine did while it ran (bench/run.py: `Machine`)."""
+"""The benchmark's account of what else the machine did while it ran (bench/run.py: `shares`)."""
 from __future__ import annotations
 
 import subprocess
@@ -31,10 +31,10 @@ def test_shares_leave_out_the_benchs_own_time_and_count_steal_apart():
 @pytest.mark.skipif(not Path("/proc/stat").exists(), reason="needs /proc/stat (Linux)")
 def test_a_child_the_bench_waited_for_counts_as_the_benchs_own():
     bench = bench_module()
-    before = bench.Machine.now()
+    before = bench.cpu_reading()
     burn = "import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end: pass"
     subprocess.run([sys.executable, "-c", burn], check=True)
-    after = bench.Machine.now()
+    after = bench.cpu_reading()
     busy, _, total, own = (b - a for a, b in zip(before, after))
     assert own >= 0.3
     assert busy >= own - 0.05  # the machine was busy at least while the child ran (ticks are 10 ms)

@@ -531,6 +531,7 @@ def test_the_duplicate_check_scores_every_row_that_may_be_among_the_closest(crow
         assert set(first.tolist()) <= set(kept.tolist()), trial
         assert len(kept) < (len(rows) / 4 if crowded else k + 3), (trial, len(kept), len(rows))
 
+
 def _random_columns(rng, dim: int = 64, rows: int = 2_500, scopes: int = 40, spectrum=1.0, room: int = 0) -> Columns:
     """Columns of random unit rows (their components scaled by `spectrum` before they are made
     unit), phrases and centroids, each row in a random scope; room for `room` rows more."""
