@@ -80,23 +80,26 @@ def test_a_layer_on_its_candidates_gives_what_every_row_gives(store_root, monkey
     assert loose_seen > 1_000  # the scan left rows loose, to be settled in pieces
 
 
-def _mmr_every_step(vectors: np.ndarray, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
-    """MMR as written first: every candidate's score at every step, the picked masked out."""
+def _assert_mmr_order(picked: list[int], vectors: np.ndarray, value: np.ndarray, order: np.ndarray, k: int) -> None:
+    """`picked` is an MMR order, up to float ties: replayed with every candidate scored at every step
+    (the reference, written out here), each pick scores the step's best within float32 rounding."""
     pool = order[:recall_op.MMR_POOL]
     value = value[pool]
     spread = float(value.max() - value.min()) if len(value) else 0.0
     if spread > 0:
         value = (value - value.min()) / spread
     sims = vectors[pool] @ vectors[pool].T
-    picked, closest, available = [], np.zeros(len(pool)), np.ones(len(pool), bool)
-    for step in range(min(k, len(pool))):
+    at = {int(row): i for i, row in enumerate(pool)}
+    assert len(picked) == min(k, len(pool)) and len(set(picked)) == len(picked)
+    closest, available = np.zeros(len(pool)), np.ones(len(pool), bool)
+    for step, row in enumerate(picked):
         score = (recall_op.MMR_LAMBDA * value - (1 - recall_op.MMR_LAMBDA) * closest
                  - 2.0 * (closest >= recall_op.NEAR_DUPLICATE))
-        best = int(np.argmax(np.where(available, score, -np.inf)))
-        picked.append(best)
+        best = at[row]
+        assert available[best]
+        assert score[best] >= np.where(available, score, -np.inf).max() - 1e-5
         available[best] = False
         closest = sims[best] if step == 0 else np.maximum(closest, sims[best])
-    return [int(pool[i]) for i in picked]
 
 
 def test_mmr_picks_what_scoring_every_candidate_at_every_step_picks():
@@ -109,4 +112,4 @@ def test_mmr_picks_what_scoring_every_candidate_at_every_step_picks():
         value = np.round(rng.random(n), 1 if trial % 2 else 6)
         order = rng.permutation(n)
         k = int(rng.integers(1, n + 3))
-        assert recall_op._mmr(lambda at: vectors[at], value, order, k) == _mmr_every_step(vectors, value, order, k)
+        _assert_mmr_order(recall_op._mmr(lambda at: vectors[at], value, order, k), vectors, value, order, k)
