@@ -42,11 +42,16 @@ def split_of(item_id: str) -> str:
 
 def load_set(folder: Path = HERE) -> dict[str, Any]:
     skills = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "skills").glob("*.json"))]
+    streams = [json.loads(p.read_text(encoding="utf-8")) for p in sorted((folder / "stream").glob("*.json"))]
     pairs = {}
     for name in ("dedup", "conflict", "judge"):
         path = folder / f"pairs-{name}.json"
         pairs[name] = json.loads(path.read_text(encoding="utf-8"))["pairs"] if path.exists() else []
-    return {"skills": skills, "dedup": pairs["dedup"], "conflict": pairs["conflict"], "judge": pairs["judge"]}
+    for pair in pairs["dedup"]:  # the dedup set's changed values and flipped polarities are conflicts (LABELING.md)
+        if pair["label"] == "distinct" and "a conflict, not a duplicate" in pair.get("note", ""):
+            pair["label"] = "conflict"
+    return {"skills": skills, "streams": streams, "dedup": pairs["dedup"], "conflict": pairs["conflict"],
+            "judge": pairs["judge"]}
 
 
 def chosen(items: list[dict[str, Any]], split: str) -> list[dict[str, Any]]:
@@ -113,7 +118,7 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
 
     per_kind: dict[str, list[tuple[float, float, float]]] = {}
     specific: list[tuple[float, float, float]] = []
-    offtopic, offtopic_scoped, returned, fallback, seconds = [], [], [], 0, []
+    offtopic, offtopic_scoped, returned, fallback, seconds, conflicts = [], [], [], 0, [], []
     always_hits = always_wanted = 0
     for skill in skills:
         every = {e["id"] for e in skill["entries"] if e.get("always")}
@@ -123,6 +128,7 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
             seconds.append(time.perf_counter() - started)
             got = [e["id"] for e in result["learnings"] + result["issues"]]
             fallback += result["fallback"]
+            conflicts.append(len(result["conflicts"]))  # the set's rules are consistent: each is a false alarm
             if query["kind"] == "offtopic":
                 offtopic.append(len(got))
                 offtopic_scoped.append(len(set(got) - every))
@@ -151,6 +157,7 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
                      "f1": mean([s[2] for s in specific])},
         "returned_per_query": mean(returned), "offtopic_returned": mean(offtopic),
         "offtopic_not_always": mean(offtopic_scoped), "fallback": fallback,
+        "conflicts_per_recall": mean(conflicts),
         "ms_median": round(1000 * statistics.median(seconds), 2) if seconds else None,
     }
 
@@ -263,16 +270,19 @@ def eval_judge(config, pairs: list[dict[str, Any]], code: str, skills: dict[str,
     - harm: a distinct or compatible rule merged (reinforced, or a no-op) into any entry, a
       contradiction merged into the rule it contradicts, or anything merged into another entry;
     - caught: a duplicate merged into its entry, or a contradiction reported about it, or either
-      put to the caller with that entry among the candidates (asked), or written with it listed
-      as similar (autonomous);
-    - asked: a distinct or compatible pair asked about, written with look-alikes named, or refused
-      as a conflict."""
+      put to the caller with that entry among the candidates (asked), or written with it mentioned
+      (`similar`);
+    - stopped: a contradiction refused (conflict) or asked about, with its entry named; a duplicate
+      merged into its entry, or asked about with it named;
+    - asked: a distinct or compatible pair asked about or refused as a conflict (a question the
+      person or agent must answer); mentioned: written with look-alikes named (a note)."""
     from git_whetstone.ops.capture import capture
 
     autonomous = dataclasses.replace(config, supervision="autonomous")
     out: dict[str, Any] = {"pairs": len(pairs)}
     for mode in modes:
-        harm = caught = related = asked = unrelated = 0
+        t = dict.fromkeys(("harm", "caught", "related", "asked", "mentioned", "unrelated", "dups", "dups_stopped",
+                           "cons", "cons_stopped"), 0)
         by_label: dict[str, dict[str, int]] = {}
         for pair in pairs:
             skill = f"eval-{code}-{mode[0]}-{pair['id']}".lower()
@@ -308,24 +318,96 @@ def eval_judge(config, pairs: list[dict[str, Any]], code: str, skills: dict[str,
             bad = merged and not verbatim and (not is_related or label == "conflict" or target != first)
             good = ((label == "duplicate" and merged and target == first)
                     or (is_related and not merged and first in named))
-            flagged = status in ("needs_confirmation", "conflict") or bool(result.get("similar"))
-            harm += bool(bad)
-            related += is_related
-            caught += bool(good)
-            unrelated += not is_related
-            asked += (not is_related) and flagged
-            tally = by_label.setdefault(label, {"pairs": 0, "harm": 0, "caught": 0, "asked": 0})
+            asked = status in ("needs_confirmation", "conflict")
+            mentioned = status == "committed" and bool(result.get("similar"))
+            stopped = (label == "duplicate" and merged and target == first) or (asked and first in named)
+            t["harm"] += bool(bad)
+            t["related"] += is_related
+            t["caught"] += bool(good)
+            t["unrelated"] += not is_related
+            t["asked"] += (not is_related) and asked
+            t["mentioned"] += (not is_related) and mentioned
+            t["dups"] += label == "duplicate"
+            t["dups_stopped"] += label == "duplicate" and stopped
+            t["cons"] += label == "conflict"
+            t["cons_stopped"] += label == "conflict" and stopped
+            tally = by_label.setdefault(label, {"pairs": 0, "harm": 0, "caught": 0, "asked": 0, "mentioned": 0})
             tally["pairs"] += 1
             tally["harm"] += bool(bad)
             tally["caught"] += bool(good)
-            tally["asked"] += flagged
-            if bad or (is_related and not good):
+            tally["asked"] += asked
+            tally["mentioned"] += mentioned
+            if bad or (is_related and not good) or (not is_related and asked):
                 misses.append(f"{mode} {pair['id']} [{label}] {'HARM ' if bad else ''}got {status}"
-                              f"{f' into {target}' if merged else ''} (existing {first}): "
+                              f"{f' into {target}' if merged else ''} (existing {first}, named {sorted(named)}): "
                               f"{pair['existing']!r} / {pair['new']!r}")
-        out[mode] = {"harm": round(harm / len(pairs), 3) if pairs else None, "harmed": harm,
-                     "caught": round(caught / related, 3) if related else None,
-                     "asked": round(asked / unrelated, 3) if unrelated else None, "by_label": by_label}
+
+        def rate(part: str, whole: str) -> float | None:
+            return round(t[part] / t[whole], 3) if t[whole] else None
+        out[mode] = {"harm": round(t["harm"] / len(pairs), 3) if pairs else None,
+                     "harmed": t["harm"], "caught": rate("caught", "related"),
+                     "contradictions_stopped": rate("cons_stopped", "cons"),
+                     "duplicates_stopped": rate("dups_stopped", "dups"),
+                     "asked": rate("asked", "unrelated"), "mentioned": rate("mentioned", "unrelated"),
+                     "by_label": by_label}
+    return out
+
+
+def eval_stream(config, streams: list[dict[str, Any]], split: str, code: str, call, misses: list[str],
+                modes: tuple[str, ...] = MODES) -> dict[str, Any]:
+    """A store as a person builds it, one correction at a time: each stream skill's rules (all new,
+    all consistent) captured in order into an empty store, once per supervision mode. A question
+    (needs_confirmation) or a conflict is answered as the person would, "both hold" (confirm='new'),
+    and the rule is stored. Every question and conflict is noise, every merge harm, every mention a
+    note; once the store is built, each rule's text is recalled as an intent and any conflict listed
+    among its rules is a false alarm (`conflicts_per_recall`)."""
+    from git_whetstone.ops.recall import recall
+
+    chosen_streams = [s for s in streams if split == "all" or s["split"] == split]
+    out: dict[str, Any] = {"skills": len(chosen_streams), "rules": sum(len(s["rules"]) for s in chosen_streams)}
+    for mode in modes:
+        t = dict.fromkeys(("captures", "asked", "conflicts", "merged", "mentioned", "asked_again"), 0)
+        recalls, listed = 0, 0
+        for stream in chosen_streams:
+            skill = f"stream-{code}-{mode[0]}-{stream['skill']}"
+            answered: set[frozenset[str]] = set()
+            for rule in stream["rules"]:
+                arguments = dict(skill=skill, polarity=rule["kind"], body=rule["body"], scope=rule["scope"],
+                                 provenance="eval stream", always=bool(rule.get("always")))
+                result = call(mode, **arguments)
+                status = result["status"]
+                t["captures"] += 1
+                t["asked"] += status == "needs_confirmation"
+                t["conflicts"] += status == "conflict"
+                t["merged"] += status in ("reinforced", "noop")
+                named = [c["id"] for c in result.get("candidates") or []] + \
+                    [(result.get("conflicts_with") or {}).get("id")] * (status == "conflict")
+                if status in ("needs_confirmation", "conflict") and named:
+                    misses.append(f"stream {mode} {stream['skill']} {rule['id']} {status} about {named}: {rule['body']!r}")
+                if status in ("needs_confirmation", "conflict"):
+                    result = call(mode, **arguments, confirm="new")  # both hold
+                    status = result["status"]
+                    answered |= {frozenset((other, result["entry_id"] or "")) for other in named}
+                if status == "committed" and result.get("similar"):
+                    t["mentioned"] += 1
+                    for other in result["similar"]:
+                        t["asked_again"] += frozenset((other["id"], result["entry_id"])) in answered
+                if status != "committed":
+                    misses.append(f"stream {mode} {stream['skill']} {rule['id']} HARM {status} into "
+                                  f"{result['entry_id']}: {rule['body']!r}")
+            for rule in stream["rules"]:  # every rule stored, consistent: a listed conflict is a false alarm
+                found = recall(skill, f"{rule['scope']}: {rule['body']}", config=config)
+                recalls += 1
+                listed += len(found["conflicts"])
+                for pair in found["conflicts"]:
+                    t["asked_again"] += frozenset(pair["ids"]) in answered
+                    misses.append(f"stream {mode} {stream['skill']} false conflict {pair['ids']}: {pair['reason']}")
+        n = t["captures"] or 1
+        out[mode] = {"asked": round(t["asked"] / n, 3), "conflicts": round(t["conflicts"] / n, 3),
+                     "questions": round((t["asked"] + t["conflicts"]) / n, 3),
+                     "mentioned": round(t["mentioned"] / n, 3), "merged": t["merged"],
+                     "asked_again": t["asked_again"],
+                     "conflicts_per_recall": round(listed / recalls, 3) if recalls else None}
     return out
 
 
@@ -352,18 +434,17 @@ def evaluate(backend: str, data: dict[str, Any], split: str, root: Path, misses:
               "recall_unmarked": eval_recall(config, data["skills"], split, misses, marked=False),
               "prefeval": eval_prefeval(config, prefeval) if prefeval else None}
     pairs = chosen(data["dedup"] + data["conflict"] + data["judge"], split)
-    if not judge:
-        report["judge"] = None
-    elif via == "mcp":
+    report["judge"] = report["stream"] = None
+    if judge:
         env = {**os.environ, "WHETSTONE_EMBEDDING_BACKEND": backend, "WHETSTONE_CONSULT_GLOBAL": "false",
                "WHETSTONE_EMBEDDING_MODEL": config.embedding_model}
-        caller = McpCaller(env)
+        caller = McpCaller(env) if via == "mcp" else library_caller(config)
         try:
             report["judge"] = eval_judge(config, pairs, code, by_name, caller, misses)
+            report["stream"] = eval_stream(config, data["streams"], split, code, caller, misses)
         finally:
-            caller.close()
-    else:
-        report["judge"] = eval_judge(config, pairs, code, by_name, library_caller(config), misses)
+            if via == "mcp":
+                caller.close()
     report["seconds"] = round(time.perf_counter() - started, 1)
     return report
 
@@ -393,16 +474,28 @@ def table(reports: list[dict[str, Any]]) -> str:
     if any(r.get("prefeval") for r in reports):
         rows += [("PrefEval hit@1 / hit@5 / MRR", lambda r: "{} / {} / {}".format(
             *(cell(r["prefeval"][m]) for m in ("hit@1", "hit@5", "mrr"))) if r.get("prefeval") else "–")]
-    if all(r.get("judge") for r in reports):
+    rows.append(("  false conflicts per recall", lambda r: r["recall"]["conflicts_per_recall"]))
+    judged = all(r.get("judge") for r in reports)
+    if judged:
         rows += [("judged pairs", lambda r: r["judge"]["pairs"])]
-    for mode in (MODES if all(r.get("judge") for r in reports) else ()):
+    for mode in (MODES if judged else ()):
         rows += [(f"{mode}: silent harm", lambda r, m=mode: f"{cell(r['judge'][m]['harm'])} ({r['judge'][m]['harmed']})"),
                  ("  duplicates + contradictions caught", lambda r, m=mode: r["judge"][m]["caught"]),
-                 ("  distinct + compatible asked/flagged", lambda r, m=mode: r["judge"][m]["asked"])]
-    for label in (("duplicate", "conflict", "distinct", "compatible") if all(r.get("judge") for r in reports) else ()):
-        rows.append((f"  balanced, {label}: caught / asked", lambda r, lab=label: (
-            "{caught}/{asked} of {pairs}".format(**r["judge"]["balanced"]["by_label"][lab])
+                 ("  contradictions / duplicates stopped", lambda r, m=mode: "{} / {}".format(
+                     cell(r["judge"][m]["contradictions_stopped"]), cell(r["judge"][m]["duplicates_stopped"]))),
+                 ("  distinct + compatible: asked / mentioned", lambda r, m=mode: "{} / {}".format(
+                     cell(r["judge"][m]["asked"]), cell(r["judge"][m]["mentioned"])))]
+    for label in (("duplicate", "conflict", "distinct", "compatible") if judged else ()):
+        rows.append((f"  balanced, {label}: caught / asked / mentioned", lambda r, lab=label: (
+            "{caught}/{asked}/{mentioned} of {pairs}".format(**r["judge"]["balanced"]["by_label"][lab])
             if lab in r["judge"]["balanced"]["by_label"] else "–")))
+    if all(r.get("stream") for r in reports):
+        rows += [("stream: rules captured one at a time", lambda r: r["stream"]["rules"])]
+        for mode in MODES:
+            rows += [(f"  {mode}: asked / conflict / mentioned", lambda r, m=mode: "{} / {} / {}".format(
+                         *(cell(r["stream"][m][k]) for k in ("asked", "conflicts", "mentioned")))),
+                     ("    merged (harm) / asked again / false conflicts per recall", lambda r, m=mode: "{} / {} / {}".format(
+                         *(cell(r["stream"][m][k]) for k in ("merged", "asked_again", "conflicts_per_recall"))))]
     head = ["", *(f"{r['backend']} ({r['split']})" for r in reports)]
     body = [[name, *(cell(get(r)) for r in reports)] for name, get in rows]
     widths = [max(len(row[i]) for row in [head, *body]) for i in range(len(head))]
