@@ -171,9 +171,12 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
 
     The same rule again (in other order, case or number words) is reinforced, or for an issue
     changes nothing; a rule that says the opposite of a stored one is reported, nothing written.
-    When whetstone cannot tell how BODY relates to the rules closest to it, it asks: on a terminal
-    here and now (one key per answer), otherwise (--json, or no terminal) it answers
-    needs_confirmation with the candidates, and you repeat the call with --confirm.
+    When BODY is likely a stored rule again, or its opposite, in other words, whetstone asks: on a
+    terminal here and now (one key per answer), otherwise (--json, or no terminal) it answers
+    needs_confirmation with the candidates, and you repeat the call with --confirm ("new": both
+    hold, remembered so the pair is never raised again). A rule that only looks like stored ones is
+    written, with them listed as similar (settle one with revise SKILL ID same|replace|distinct
+    --target OTHER).
 
     \b
     Example:
@@ -203,7 +206,7 @@ def _ask_on_terminal(result: dict[str, Any]) -> str | None:
     digit), then how the two relate (one letter). The `confirm` value to repeat the call with, or
     None when they quit."""
     candidates = result["candidates"]
-    click.echo("whetstone cannot tell how this relates to what it has:")
+    click.echo("This is likely the same rule as one of these, or its opposite:")
     for number, c in enumerate(candidates, 1):
         click.echo(f"  [{number}] {c['id']} ({c['scope']}, similarity {c['similarity']:.2f}): {_one_line(c['rule'])}")
     chosen = candidates[0]
@@ -257,27 +260,33 @@ def _show_write(r: dict[str, Any]) -> None:
 @click.option("--always/--scoped", "always", default=None,
               help="Mark the entry as a rule for every task (recalled first, every time), or take the mark "
                    "off (recalled when a task is about its scope). Given without an ACTION.")
+@click.option("--target", metavar="ID", help="The entry the action is about, for same, replace and distinct.")
 @click.option("--run-id", help="The run_id recall returned.")
 @click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=REVISE_CONFIRM_HELP)
 @json_option
 @click.pass_obj
 def revise(state: State, skill: str, entry_id: str, action: str | None, body: str | None, scope: str | None,
-           always: bool | None, run_id: str | None, confirm: str | None, as_json: bool) -> None:
+           always: bool | None, target: str | None, run_id: str | None, confirm: str | None, as_json: bool) -> None:
     """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote; or, with
-    no ACTION, --always / --scoped set or clear its mark as a rule for every task.
+    no ACTION, --always / --scoped set or clear its mark as a rule for every task; or, with
+    --target, say how ID relates to that entry: same (fold ID into it), replace (ID replaces it)
+    or distinct (both hold: never ask about the pair again).
 
-    remove, promote and demote ask for --confirm first.
+    remove, promote and demote ask for --confirm first; same, replace and distinct do not.
 
     \b
     Example:
       git whetstone revise great-tables L3 reinforce
       git whetstone revise great-tables L3 promote --confirm
       git whetstone revise great-tables I2 --always
+      git whetstone revise great-tables L7 same --target L3
+      git whetstone revise great-tables L7 distinct --target L3
     """
     from .ops.revise import revise as run_revise
     if action is None and always is None:
-        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote) or --always / --scoped")
-    result = run_revise(skill, entry_id, action, body, scope, run_id, confirm, always, config=state.config())
+        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote, same, replace, distinct) "
+                             "or --always / --scoped")
+    result = run_revise(skill, entry_id, action, body, scope, run_id, confirm, always, target, config=state.config())
     emit(state, as_json, result, _show_write)
 
 
@@ -349,12 +358,14 @@ def report(state: State, skill: str | None, every: bool, output: str | None, ope
 @json_option
 @click.pass_obj
 def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json: bool) -> None:
-    """Tidy SKILL's store: merge same-meaning scopes and duplicate entries, retire decayed learnings.
+    """Tidy SKILL's store: merge scopes spelled two ways and duplicate entries, retire decayed learnings.
 
     The changes are one commit (git revert undoes them all); only entries the judge is sure say the
-    same are merged. Advisory findings (learnings worth hardening, churn, stale learnings,
-    unresolved conflicts, possible duplicates and contradictions) are printed and written to
-    compact-report.md. With --all, cross-skill clusters are reported as global candidates.
+    same are merged, and only scopes whose names are the same but for case, plurals, word order and
+    punctuation ("dark theme" never merges into "light theme"). Advisory findings (learnings worth
+    hardening, churn, stale learnings, unresolved conflicts, possible duplicates and contradictions,
+    scopes close in meaning) are printed and written to compact-report.md. With --all, cross-skill
+    clusters are reported as global candidates.
 
     \b
     Example:
@@ -386,6 +397,9 @@ def _show_compact(r: dict[str, Any]) -> None:
         for item in one["report"].get("always", []):
             click.echo(f"  for every task? {item['id']} ({item['scope']}), {item['why']}: {_one_line(item['rule'])}"
                        f" (mark it: git whetstone revise {one['skill']} {item['id']} --always)")
+        for pair in one["report"].get("similar_scopes", []):
+            click.echo(f"  similar scopes ({pair['kind']}s): '{pair['scopes'][0]}' / '{pair['scopes'][1]}'"
+                       " (not merged: move entries with revise --scope if they mean the same)")
         for pair in one["report"].get("look_alikes", []):
             what = "contradict" if pair["relation"] == "contradicts" else "possible duplicates or contradiction"
             click.echo(f"  {what}: {' / '.join(pair['ids'])} ({pair['scope']}): "

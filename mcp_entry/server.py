@@ -168,8 +168,11 @@ def revise(
     entry_id: Annotated[str, Field(description="The id of an entry recall showed, e.g. 'L3' or 'I2'.")],
     action: Annotated[str | None, Field(description=(
         "reinforce or weaken (learnings), remove, promote (learning to issue), demote (issue to learning); "
-        "omit it when you only set always."),
-        json_schema_extra={"enum": ["reinforce", "weaken", "remove", "promote", "demote", None]})] = None,
+        "with target: same (entry_id says what target says: fold it into target), replace (entry_id "
+        "supersedes target, which is removed), distinct (both hold: never asked about or mentioned as a "
+        "pair again); omit it when you only set always."),
+        json_schema_extra={"enum": ["reinforce", "weaken", "remove", "promote", "demote", "same", "replace",
+                                    "distinct", None]})] = None,
     body: Annotated[str | None, Field(description="New wording for the entry (optional).")] = None,
     scope: Annotated[str | None, Field(description="Move the entry to this scope (optional).")] = None,
     run_id: RunId = None,
@@ -177,14 +180,20 @@ def revise(
     always: Annotated[bool | None, Field(description=(
         "true marks the entry as a rule for every task of the skill (recalled first, every time); false "
         "takes the mark off. Given without an action."))] = None,
+    target: Annotated[str | None, Field(description=(
+        "The entry the action is about, for same/replace/distinct, e.g. 'L3' (an id a capture's similar "
+        "or candidates named)."))] = None,
 ) -> Result:
     """Change an entry that recall showed, by its id: reinforce it when the user repeats it, weaken it
     when they push back, reword it (body) or move it (scope), promote a learning the user now treats as
     a hard rule, demote an issue, or remove it; or set always=true (no action) when the user says an
     entry holds for every task. remove, promote and demote first return needs_confirmation: ask the
-    user the prompt, then call again with confirm. Relay the returned confirmation to the user."""
+    user the prompt, then call again with confirm. To settle a look-alike a capture named under
+    `similar` (or two entries you find overlap), give target and the relation you judged: same,
+    replace or distinct; it is done in one commit, without a question. Relay the returned
+    confirmation to the user."""
     from git_whetstone.ops.revise import revise as run_revise
-    return _call(run_revise, skill, entry_id, action, body, scope, run_id, confirm, always)
+    return _call(run_revise, skill, entry_id, action, body, scope, run_id, confirm, always, target)
 
 
 @tool

@@ -155,3 +155,20 @@ def assert_heads_hold(cols, queries) -> None:
     exact = cols.vectors.astype(np.float64) @ queries.astype(np.float64).T
     bound = h.delta(cols._head_residuals[:size], cols._tails[:size]).astype(np.float64)
     assert (np.abs(exact - approx) <= bound[:, None]).all(), (np.abs(exact - approx) - bound[:, None]).max()
+
+
+def respell(path: Path, files: int, moved: int = 3) -> None:
+    """In `files` scope files, the last `moved` blocks moved to a file of their own whose scope is
+    the same name spelled otherwise (its words reversed, in capitals): compact merges the two
+    spellings back into one scope, emptying the new file."""
+    from git_whetstone.format import blocks
+    from git_whetstone.format.layout import scope_filename
+    for file in sorted((path / "learnings").glob("*.md"))[:files]:
+        parsed = blocks.parse(file.read_text(), file.name).blocks
+        keep, move = parsed[:-moved], parsed[-moved:]
+        spelled = " ".join(reversed(move[0].scope.split())).upper()
+        file.write_text("\n".join(b.raw.rstrip("\n") + "\n" for b in keep))
+        (path / "learnings" / scope_filename(spelled)).write_text("\n".join(
+            b.raw.replace(f"- scope: {b.scope}\n", f"- scope: {spelled}\n").rstrip("\n") + "\n" for b in move))
+    git(path, "add", "-A")
+    git(path, "commit", "-qm", "hand: scopes spelled two ways")

@@ -4,6 +4,7 @@ stripped on its own, every body line through every pattern, every date parsed ag
 from __future__ import annotations
 
 import datetime as dt
+import re
 
 from git_whetstone.format.blocks import (_ATX, _CONFLICT_MARKER, _CONTAINER, _DATE, _FENCE, _FIELD, _HEADING, _ID,
                                          _INDENTED, _LINK_DEFINITION, _LIST_CONTINUATION, _MARKER_RUNS,
@@ -182,6 +183,8 @@ def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: i
             err(line, "scope is empty")
         elif key == "applies" and value != ALWAYS:
             err(line, f"applies takes only '{ALWAYS}' (a rule for every task), got '{value}'")
+        elif key == "differs_from" and not re.fullmatch(r"[LI][1-9][0-9]*(?:, [LI][1-9][0-9]*)*", value):
+            err(line, f"differs_from takes entry ids separated by ', ' (e.g. 'L3, I2'), got '{value}'")
         elif key == "provenance" and value.startswith('"') and not _is_json_string(value):
             err(line, "provenance has an unterminated or malformed quoted string")
     for key in REQUIRED[prefix]:

@@ -22,7 +22,7 @@ INVALID = sorted((FIXTURES / "invalid").glob("*.md"))
 # Fixtures written exactly as whetstone writes: one blank line between blocks, final newline.
 CANONICAL = {"spec-example.md", "two-blocks.md", "multi-provenance.md", "multi-paragraph.md", "unicode.md",
              "currency-formatting-3f9a1c2b7d4e5f60.md", "issues-corner-radius.md", "applies-always.md",
-             "issues-applies-always.md"}
+             "issues-applies-always.md", "differs-from.md", "issues-differs-from.md"}
 
 SPEC_EXAMPLE = (
     "## L1 · Format the price column as US dollars\n"
@@ -721,7 +721,8 @@ TRICKY_LINES = ["", " ", "\r", "#", "# Title", "## L5 · another", "## L5 · aga
                 "- scope: x", "- scope:", "- recurrence: 0", "- recurrence: 3", "- first_seen: 2026-02-30",
                 "- last_seen: 2026-13-01", "- last_seen: 2025-01-01", "- first_seen: 2026-07-23",
                 "- provenance: \"bad", "- provenance: \"ok — 'fine'\"", "- provenance: \"esc \\\" q\"",
-                "- applies: always", "- applies: often", "- colour: red", "- scope: x\r", "<<<<<<< ours",
+                "- applies: always", "- applies: often", "- differs_from: L3, I2", "- differs_from: L3,I2",
+                "- differs_from: L07", "- differs_from:", "- colour: red", "- scope: x\r", "<<<<<<< ours",
                 "=======", ">>>>>>> theirs", "||||||| base", "\ufeffBOM", "Ünïcödé text", "表格", "a<b", "Zed",
                 "- scope: padded ", "- scope:  x", "- provenance: \"ok\" ", "- provenance:  plain", "- provenance: ", "- provenance: plain", "- provenance: \"\"",
                 "- provenance: \"\\u00e9\"", "- Scope: x", "- recurrence: 01", "Text ", "Tail\u00a0", "## L١ · digit"]
@@ -838,6 +839,7 @@ _WRITTEN_PIECES = {
     "date": (["2026-07-23", "2026-07-24", "2025-01-01"], ["2026-02-30", "2026-13-01", "\u0662026-07-23", "2026-7-23"]),
     "scope": (["tables", "currency  formatting", "x", "日本"], [" padded", "padded "]),
     "applies": ([None, "always"], ["often"]),
+    "differs": ([None, "L3", "L3, L10, I2", "I2, L3"], ["L3,I2", "L03", "x", "L3, ", "G:L3"]),
     "provenance": (['"2026-07-24 — \'make it bold\'"', '"é日😀"', '""'],
                    ['"' + inner + '"' for inner in _PROVENANCE_INNERS] + ["plain words", '"unterminated', '"\\u00e9"',
                                                                           '"esc \\" q"']),
@@ -861,6 +863,9 @@ def _written_block(draw) -> str:
     applies = _piece(draw, "applies")
     if applies:
         fields.append(("applies", applies))
+    differs = _piece(draw, "differs")
+    if differs:
+        fields.append(("differs_from", differs))
     fields += [("provenance", _piece(draw, "provenance")) for _ in range(draw(st.integers(0, 3)))]
     if draw(st.integers(0, 9)) == 0:  # out of order, or a field twice, or one unknown
         what = draw(st.sampled_from(["swap", "twice", "unknown", "drop"]))

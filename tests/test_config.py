@@ -286,13 +286,15 @@ def test_threshold_tables_per_backend(cfg_file: Path):
 [hashing]
 dedup = 0.7
 conflict = 0.55
+grey = 0.4
 
 ["sentence-transformers"]
 dedup = 0.9
 issue_cutoff = 0.2
 """)
     c = load()
-    assert c.thresholds["hashing"] == {**DEFAULT_THRESHOLDS["hashing"], "dedup": 0.7, "conflict": 0.55}
+    # conflict and grey: read without complaint from an older file, and not used
+    assert c.thresholds["hashing"] == {**DEFAULT_THRESHOLDS["hashing"], "dedup": 0.7}
     assert c.thresholds["sentence-transformers"] == {**DEFAULT_THRESHOLDS["sentence-transformers"],
                                                      "dedup": 0.9, "issue_cutoff": 0.2}
     assert c.threshold("dedup") == 0.7  # the configured backend's table
@@ -311,17 +313,17 @@ def test_every_threshold_has_a_default_for_every_backend():
 def test_threshold_environment_overrides(cfg_file: Path, monkeypatch: pytest.MonkeyPatch):
     write(cfg_file, "[hashing]\ndedup = 0.7\n")
     monkeypatch.setenv("WHETSTONE_HASHING_DEDUP", "0.5")
-    monkeypatch.setenv("WHETSTONE_SENTENCE_TRANSFORMERS_GREY", "0.6")
+    monkeypatch.setenv("WHETSTONE_SENTENCE_TRANSFORMERS_MENTION", "0.3")
     c = load()
     assert c.thresholds["hashing"]["dedup"] == 0.5
-    assert c.thresholds["sentence-transformers"]["grey"] == 0.6
+    assert c.thresholds["sentence-transformers"]["mention"] == 0.3
     assert c.thresholds["sentence-transformers"]["dedup"] == DEFAULT_THRESHOLDS["sentence-transformers"]["dedup"]
 
 
 @pytest.mark.parametrize("raw", ["1.5", "-2", "high", "nan"])
 def test_bad_threshold_in_the_environment_names_it(raw: str):
-    error = error_of(WHETSTONE_HASHING_CONFLICT=raw)
-    assert "WHETSTONE_HASHING_CONFLICT" in error.message and "hashing.conflict" in error.message
+    error = error_of(WHETSTONE_HASHING_ASK=raw)
+    assert "WHETSTONE_HASHING_ASK" in error.message and "hashing.ask" in error.message
 
 
 @pytest.mark.parametrize("value", ["1.5", '"x"', "true"])

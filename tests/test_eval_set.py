@@ -27,7 +27,7 @@ def test_the_set_has_the_size_the_issue_asks_for():
     assert kinds.count("paraphrase") >= len(queries) / 3
     assert kinds.count("offtopic") >= 6
     assert len(DATA["dedup"]) >= 60 and len(DATA["conflict"]) >= 40 and len(DATA["judge"]) >= 150
-    assert {p["label"] for p in DATA["dedup"]} == {"duplicate", "distinct"}
+    assert {p["label"] for p in DATA["dedup"]} == {"duplicate", "distinct", "conflict"}  # changed values: conflicts
     assert {p["label"] for p in DATA["conflict"]} == {"conflict", "compatible"}
     assert {p["label"] for p in DATA["judge"]} == {"duplicate", "conflict", "distinct", "compatible"}
     categories = {p["category"] for p in DATA["judge"]}
@@ -117,12 +117,30 @@ def test_the_judge_does_no_silent_harm_on_the_default_backend(default_config, mo
     for mode in ("autonomous", "balanced"):
         assert report[mode]["harm"] <= HARM_CEILING, report[mode]
         assert report[mode]["caught"] >= CAUGHT_FLOOR, report[mode]
+    assert report["balanced"]["asked"] <= PAIRS_ASKED_CEILING, report["balanced"]
+    assert report["balanced"]["contradictions_stopped"] >= STOPPED_FLOOR, report["balanced"]
+
+
+def test_a_store_built_one_correction_at_a_time_is_rarely_asked_about(default_config, monkeypatch):
+    """The held-out stream stores, captured rule by rule (balanced): no merge, few questions, and
+    no false conflict in recall; an answered pair is never raised again."""
+    monkeypatch.setenv("WHETSTONE_TODAY", run.DAY)
+    report = run.eval_stream(default_config, DATA["streams"], "test", "x", run.library_caller(default_config), [],
+                             modes=("balanced",))
+    assert report["rules"] >= 90
+    balanced = report["balanced"]
+    assert balanced["merged"] == 0 and balanced["asked_again"] == 0, balanced
+    assert balanced["questions"] <= STREAM_QUESTIONS_CEILING, balanced
+    assert balanced["mentioned"] <= STREAM_MENTIONED_CEILING, balanced
+    assert balanced["conflicts_per_recall"] <= FALSE_CONFLICTS_CEILING, balanced
 
 
 # Measured with the static backend when these were set (2026-12-01, the set with rules for every task
 # marked): recall macro F1 0.785 (all), every always-on rule returned, paraphrase recall 0.81, 1.0
-# entry that is not always-on for an off-topic intent; the other rules alone (no marks) F1 0.458. On
-# the held-out pairs (127), silent harm 0 in every mode, duplicates and contradictions caught 0.85.
+# entry that is not always-on for an off-topic intent; the other rules alone (no marks) F1 0.458.
+# On the held-out pairs (127, 2026-12-03), silent harm 0 in every mode, duplicates and contradictions
+# caught 0.82, distinct and compatible pairs asked about 0.16-0.24 (balanced), contradictions stopped
+# 0.44; on the held-out stream stores (98 rules), questions 0.01, mentions 0.73, no false conflict.
 def test_the_eval_command_prints_a_report_per_backend(capsys):
     assert run.main(["--backend", "hashing", "--split", "test", "--via", "library", "--json"]) == 0
     (report,) = json.loads(capsys.readouterr().out)
@@ -143,4 +161,9 @@ PARAPHRASE_RECALL_FLOOR = 0.75
 OFFTOPIC_CEILING = 1.0  # entries that are not always-on, for an off-topic intent (the issue's target)
 SPECIFIC_F1_FLOOR = 0.42
 HARM_CEILING = 0.01
-CAUGHT_FLOOR = 0.82
+CAUGHT_FLOOR = 0.80
+PAIRS_ASKED_CEILING = 0.25  # distinct and compatible pairs asked about or refused (balanced)
+STOPPED_FLOOR = 0.40  # contradictions refused or asked about
+STREAM_QUESTIONS_CEILING = 0.10
+STREAM_MENTIONED_CEILING = 0.80
+FALSE_CONFLICTS_CEILING = 0.2

@@ -142,7 +142,7 @@ def test_loop_end_to_end(served: Served) -> None:
     assert set(schemas["capture"]["properties"]) == {"skill", "polarity", "body", "scope", "provenance",
                                                      "run_id", "confirm", "always"}
     assert set(schemas["revise"]["properties"]) == {"skill", "entry_id", "action", "body", "scope",
-                                                    "run_id", "confirm", "always"}
+                                                    "run_id", "confirm", "always", "target"}
     assert set(schemas["revise"]["required"]) == {"skill", "entry_id"}
     assert set(schemas["recall"]["properties"]) == {"skill", "intent", "learnings_k", "scopes"}
     assert set(schemas["recall"]["required"]) == {"skill", "intent"}

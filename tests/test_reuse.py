@@ -15,7 +15,7 @@ from git_whetstone.index import build, freshness
 from git_whetstone.index.records import decode, text_hash
 from git_whetstone.ops import compact as compact_op
 from git_whetstone.ops.workspace import Workspace
-from tests.helpers import bench_store
+from tests.helpers import bench_store, respell
 
 
 def tables(path) -> tuple[dict[str, tuple], dict[tuple[str, str], bytes]]:
@@ -39,6 +39,7 @@ def texts_and_vectors(record: tuple) -> list[tuple[str, bytes]]:
 
 def test_a_compacts_refresh_takes_the_old_vectors_and_keeps_only_the_texts_gone(store_root, monkeypatch):
     _, config, built = bench_store(monkeypatch, "reuse", 3_000, 13)
+    respell(built.path, 150)  # scopes spelled two ways: compact merges them, emptying files
     compact_op.compact("reuse", dry_run=True, config=config)  # the index built, nothing written
     freshness.LIVE.clear()
     files_before, vectors_before = tables(built.path)

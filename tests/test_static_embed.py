@@ -248,14 +248,14 @@ def with_backend(backend: str) -> config_mod.Config:
 
 def test_config_accepts_the_backend_and_its_thresholds(tmp_path, monkeypatch) -> None:
     cfg = tmp_path / "config.toml"
-    cfg.write_text('embedding_backend = "static"\n[static]\ndedup = 0.93\n')
+    cfg.write_text('embedding_backend = "static"\n[static]\ndedup = 0.93\ngrey = 0.4\n')  # grey: retired, accepted
     monkeypatch.setenv("WHETSTONE_CONFIG", str(cfg))
     monkeypatch.delenv("WHETSTONE_EMBEDDING_BACKEND")  # the suite pins hashing; this test reads the file
-    monkeypatch.setenv("WHETSTONE_STATIC_GREY", "0.7")
+    monkeypatch.setenv("WHETSTONE_STATIC_ASK", "0.7")
     c = config_mod.load()
     assert c.embedding_backend == "static"
-    assert (c.threshold("dedup"), c.threshold("grey")) == (0.93, 0.7)
-    assert c.threshold("conflict") == config_mod.DEFAULT_THRESHOLDS["static"]["conflict"]
+    assert (c.threshold("dedup"), c.threshold("ask")) == (0.93, 0.7)
+    assert c.threshold("mention") == config_mod.DEFAULT_THRESHOLDS["static"]["mention"]
     assert set(config_mod.DEFAULT_THRESHOLDS["static"]) == set(config_mod.THRESHOLD_NAMES)
 
 

@@ -11,6 +11,9 @@ A scope file is a run of blocks:
 
     Body paragraph(s).
 
+Either kind may also carry `- applies: always` after its scope, and `- differs_from: L3, I2` after
+that (the entries said to hold beside it: `with_always`, `with_differs`).
+
 `parse` is the fast line reader used on every read (a file of blocks shaped as whetstone writes them
 takes one regular expression match a block, `_parse_clean`); `markdown.validate` adds a second opinion from
 mistune (what a markdown renderer would actually see) for the hook and `git whetstone validate`. The
@@ -36,10 +39,11 @@ DOT = "\u00b7"
 PREFIX = {"learnings": "L", "issues": "I"}
 FOLDER = {"L": "learnings", "I": "issues"}
 FIELDS = {
-    "L": ("recurrence", "first_seen", "last_seen", "scope", "applies", "provenance"),
-    "I": ("scope", "applies", "provenance"),
+    "L": ("recurrence", "first_seen", "last_seen", "scope", "applies", "differs_from", "provenance"),
+    "I": ("scope", "applies", "differs_from", "provenance"),
 }
 ALWAYS = "always"  # the one value of `applies`: a rule for every task of the skill
+IDS_SEPARATOR = ", "  # between the ids of `differs_from`
 REQUIRED = {"L": ("recurrence", "first_seen", "last_seen", "scope"), "I": ("scope",)}
 REPEATABLE = {"provenance"}
 TITLE_LIMIT = 72
@@ -52,6 +56,9 @@ _FIELD_LINE = re.compile(r"- ([A-Za-z_][A-Za-z0-9_-]*):(?: ([^\n]*))?(?:\n|\Z)")
 _FIELD_RUN = re.compile(r"(?:- [A-Za-z_][A-Za-z0-9_-]*:(?: [^\n]*)?(?:\n|\Z))*")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _POSITIVE = re.compile(r"[1-9]\d*")
+# `differs_from`'s value: entry ids, comma and space between them ("L3, L10, I2")
+_ID_LIST = "[LI][1-9][0-9]*(?:, [LI][1-9][0-9]*)*"
+_DIFFERS = re.compile(_ID_LIST)
 _CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
 _MARKER_STARTS = ("<", "=", ">", "|")
 _MARKER_RUNS = ("<" * 7, "=" * 7, ">" * 7, "|" * 7)
@@ -151,6 +158,12 @@ class Block:
         """Whether the block carries `- applies: always`: it holds for every task of the skill."""
         return self.get("applies") == ALWAYS
 
+    @property
+    def differs(self) -> tuple[str, ...]:
+        """The ids of `- differs_from:`: entries the caller said hold beside this one (not a conflict,
+        not the same rule), as written."""
+        return ids_of(self.get("differs_from"))
+
 
 @dataclass(frozen=True)
 class Parsed:
@@ -177,6 +190,16 @@ def _plain_quoted(raw: str) -> bool:
     control character (the usual provenance line, read without the JSON decoder)."""
     return (len(raw) > 1 and raw[0] == '"' and raw[-1] == '"' and "\\" not in raw and '"' not in raw[1:-1]
             and raw.isprintable())
+
+
+def ids_of(value: str | None) -> tuple[str, ...]:
+    """The ids a valid `differs_from` value names, in its order (none for no value)."""
+    return tuple(value.split(IDS_SEPARATOR)) if value else ()
+
+
+def id_order(entry_id: str) -> tuple[bool, int]:
+    """Learnings before issues, each by number: L3, L10, I2."""
+    return entry_id[0] != "L", int(entry_id[1:])
 
 
 def decode_value(raw: str) -> str:
@@ -309,7 +332,8 @@ _WRITTEN_FIELDS = {
     "I": r"- scope: (\S(?:[^\n]*\S)?)\n",
 }
 _WRITTEN_BLOCK = {prefix: re.compile(f"## {prefix}([1-9][0-9]*) \u00b7 ([^\n]*)\n{fields}"
-                                     r'(- applies: always\n)?((?:- provenance: "[^"\\\n]*"\n)*)'
+                                     r"(- applies: always\n)?(?:- differs_from: (" + _ID_LIST + r")\n)?"
+                                     r'((?:- provenance: "[^"\\\n]*"\n)*)'
                                      r"\n+([A-Za-z][^\n]*\n(?:[A-Za-z][^\n]*\n|\n)*)").match
                   for prefix, fields in _WRITTEN_FIELDS.items()}
 _PROVENANCE_KEY = len("- provenance: ")
@@ -388,12 +412,12 @@ def _written(prefix: str, groups: tuple, want: str | None, seen: set[str]) -> tu
     `_CLEAN_BLOCK`, `_clean_fields` and `decode_value` make of the same block; None where they turn
     the file down, False where the block needs them (a provenance line JSON must decode)."""
     if prefix == "L":
-        digits, title, recurrence, first_seen, last_seen, scope, applies, provenance, body = groups
+        digits, title, recurrence, first_seen, last_seen, scope, applies, differs, provenance, body = groups
         if not (_is_date(first_seen) and _is_date(last_seen) and last_seen >= first_seen):
             return None
         fields = [("recurrence", recurrence), ("first_seen", first_seen), ("last_seen", last_seen), ("scope", scope)]
     else:
-        digits, title, scope, applies, provenance, body = groups
+        digits, title, scope, applies, differs, provenance, body = groups
         fields = [("scope", scope)]
     if provenance:
         if provenance.count("\n") == 1:
@@ -409,6 +433,8 @@ def _written(prefix: str, groups: tuple, want: str | None, seen: set[str]) -> tu
     seen.add(bid)
     if applies:
         fields.append(("applies", ALWAYS))
+    if differs:
+        fields.append(("differs_from", differs))
     if not provenance:
         return bid, title, fields, body.rstrip("\n"), dict(fields), ()
     fields += [("provenance", value) for value in values]
@@ -427,6 +453,8 @@ def _clean_fields(prefix: str, fields: list[tuple[str, str]]) -> dict[str, str] 
     if not all(key in values for key in REQUIRED[prefix]) or not values["scope"]:
         return None
     if values.get("applies", ALWAYS) != ALWAYS:
+        return None
+    if "differs_from" in values and not _DIFFERS.fullmatch(values["differs_from"]):
         return None
     if prefix == "L":
         first_seen, last_seen = values["first_seen"], values["last_seen"]
@@ -607,6 +635,8 @@ def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: i
             err(line, "scope is empty")
         elif key == "applies" and value != ALWAYS:
             err(line, f"applies takes only '{ALWAYS}' (a rule for every task), got '{value}'")
+        elif key == "differs_from" and not _DIFFERS.fullmatch(value):
+            err(line, f"differs_from takes entry ids separated by ', ' (e.g. 'L3, I2'), got '{value}'")
         elif key == "provenance" and value.startswith('"') and not _is_json_string(value):
             err(line, "provenance has an unterminated or malformed quoted string")
     for key in REQUIRED[prefix]:
@@ -725,6 +755,30 @@ def with_always(block: Block, always: bool, text: str | None = None) -> str:
     after = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "scope"), default=len(block.fields))
     cr = "\r" if lines[after].endswith("\r") else ""
     lines.insert(after + 1, f"- applies: {ALWAYS}{cr}")
+    return "\n".join(lines)
+
+
+def with_differs(block: Block, ids: Iterable[str], text: str | None = None) -> str:
+    """The block's source (or `text`, that source after `update_fields` or `with_always`) with its
+    `- differs_from:` line naming exactly `ids`, each once, learnings before issues, each by number
+    (`L3, L10, I2`); the line goes after `applies` (else after `scope`) when new, and out when `ids`
+    is empty. Every other line stays as written."""
+    lines = (block.raw if text is None else text).split("\n")
+    value = IDS_SEPARATOR.join(sorted(set(ids), key=id_order))
+    fields = 1  # the metadata lines run from after the heading to the first line that is not one
+    while fields < len(lines) and _FIELD.match(lines[fields].rstrip("\r")):
+        fields += 1
+    keys = [_FIELD.match(line.rstrip("\r")).group(1) for line in lines[1:fields]]
+    cr = "\r" if lines[0].endswith("\r") else ""
+    if "differs_from" in keys:
+        at = keys.index("differs_from") + 1
+        if value:
+            lines[at] = f"- differs_from: {value}{cr}"
+        else:
+            del lines[at]
+    elif value:
+        after = max((o for o, key in enumerate(keys, 1) if key in ("scope", "applies")), default=len(keys))
+        lines.insert(after + 1, f"- differs_from: {value}{cr}")
     return "\n".join(lines)
 
 

@@ -2,7 +2,8 @@
 
 The union of the blocks; a block changed on one side only takes that side; a learning changed on
 both sides keeps every reinforcement (recurrence is the base's plus both sides' increments), the
-earliest first_seen, the latest last_seen and every provenance line; a block whose body (or scope)
+earliest first_seen, the latest last_seen and every provenance line (and `differs_from` changed on
+both sides, the ids of both); a block whose body (or scope)
 both sides changed differently is left as a conflict between markers, which `validate` explains. A
 block one side deleted and the other changed is kept: data is never lost to a merge. Two different
 entries minted under one id on two machines are both kept here; `ops.settle` re-mints one of them
@@ -156,9 +157,13 @@ def combine(base: Block | None, ours: Block, theirs: Block) -> Outcome:
     # the every-task mark three-way: a side that changed it wins; minted on both, either side's mark holds
     always, _ = _three(base and base.always, ours.always, theirs.always)
     applies = [("applies", blocks.ALWAYS)] if (ours.always or theirs.always if always is None else always) else []
+    # "both hold" three-way: a side that changed the ids wins; changed on both sides, every id either names
+    differs, _ = _three(base and _differs(base), _differs(ours), _differs(theirs))
+    named = _differs(ours) | _differs(theirs) if differs is None else differs
+    differing = [("differs_from", blocks.IDS_SEPARATOR.join(sorted(named, key=blocks.id_order)))] if named else []
 
     def render(title: str, body: str, scope_value: str) -> str:
-        fields = meta + [("scope", scope_value)] + applies + [("provenance", p) for p in provenance]
+        fields = meta + [("scope", scope_value)] + applies + differing + [("provenance", p) for p in provenance]
         return blocks.render(ours.id, title, fields, body).rstrip("\n")
 
     if ok_body and ok_scope:
@@ -166,6 +171,11 @@ def combine(base: Block | None, ours: Block, theirs: Block) -> Outcome:
     return Outcome(versions=(render(ours.title, ours.body, scope if ok_scope else ours.get("scope") or ""),
                              render(theirs.title, theirs.body, scope if ok_scope else theirs.get("scope") or "")),
                    id=ours.id)
+
+
+def _differs(block: Block) -> frozenset[str]:
+    """The ids a block's `differs_from` names, as a set (their order and repeats mean nothing)."""
+    return frozenset(block.differs)
 
 
 def _provenance(base: Block | None, ours: Block, theirs: Block) -> list[str]:

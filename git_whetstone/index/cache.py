@@ -30,7 +30,8 @@ from .records import COLUMNS, Entry, FileRows, day_number, decode, id_key, text_
 from .snapshot import Snapshot
 
 EMBED_BATCH = 1024  # texts per embedding call: a first build of 100,000 entries stays small in memory
-SCHEMA = 6  # 6: vectors stored once (in `files`; `vectors` keeps those whose text left); no scopes table
+SCHEMA = 7  # 7: an entry's `differs` ids; 6: vectors stored once (in `files`; `vectors` keeps those whose
+# text left); no scopes table
 DDL = """
 CREATE TABLE IF NOT EXISTS meta(key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,

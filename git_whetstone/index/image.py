@@ -31,7 +31,7 @@ from .snapshot import FileTable, Snapshot
 
 NAME = "index.sqlite-snapshot"  # matched by the stores' .gitignore (index.sqlite*)
 MAGIC = b"whetstone snapshot\n"
-VERSION = 9  # 9: each row's head (`scan.heads`) and the basis it lies in; 8: the scopes' compact copies in
+VERSION = 10  # 10: an entry's `differs` ids (in its file's entries); 9: each row's head (`scan.heads`) and the basis it lies in; 8: the scopes' compact copies in
 # bfloat16 (uint16 bits), no longer float16; 7: a scope's centroid and phrase side by side (`scope_pairs`)
 ALIGN = 64
 HEADER_ALIGN = 4096  # the header's room: whole pages (see `Stream`)

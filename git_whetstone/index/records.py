@@ -37,6 +37,13 @@ class Entry(NamedTuple):
     last_seen: str | None
     provenance: tuple[str, ...]
     always: bool = False  # `- applies: always`: a rule for every task of the skill
+    differs: tuple[str, ...] = ()  # `- differs_from:`: the ids of the entries said to hold beside this one
+
+
+def differs(a: Entry, b: Entry) -> bool:
+    """Whether the caller said `a` and `b` hold side by side (`differs_from`, written on either of
+    them): such a pair is never asked about, mentioned, merged or reported as a conflict again."""
+    return b.id in a.differs or a.id in b.differs
 
 
 COLUMNS = 5  # per-entry integer columns: recurrence, last_seen, scope index, id key, always
@@ -115,7 +122,7 @@ _PARSED: OrderedDict[int, FileRows] = OrderedDict()
 
 
 def decode(raw: bytes) -> list[Entry]:
-    return [Entry(*row[:10], tuple(row[10]), *row[11:]) for row in json.loads(zlib.decompress(raw))]
+    return [Entry(*row[:10], tuple(row[10]), row[11], tuple(row[12])) for row in json.loads(zlib.decompress(raw))]
 
 
 def texts_of(raw: bytes) -> tuple[list[str], list[str]]:
@@ -173,7 +180,7 @@ def entries_of(parsed: list, rel: str) -> list[Entry]:
     """The entries of parsed blocks, each read in one pass over its fields: what `Block`'s
     properties give (the first value of each field, every provenance line decoded), for a tenth
     less of a build's parsing time."""
-    from ..format.blocks import ALWAYS, decode_value  # here: a load from the index parses nothing
+    from ..format.blocks import ALWAYS, decode_value, ids_of  # here: a load from the index parses nothing
 
     out = []
     for b in parsed:
@@ -188,19 +195,21 @@ def entries_of(parsed: list, rel: str) -> list[Entry]:
         out.append(Entry(b.id, "learning" if learning else "issue", rel, b.line, b.title,
                          " ".join((first.get("scope") or "").split()), b.body,
                          int(first.get("recurrence") or 1) if learning else 0, first.get("first_seen"),
-                         first.get("last_seen"), tuple(provenance), first.get("applies") == ALWAYS))
+                         first.get("last_seen"), tuple(provenance), first.get("applies") == ALWAYS,
+                         ids_of(first.get("differs_from"))))
     return out
 
 
 def clean_entries(found: list[tuple], rel: str) -> list[Entry]:
     """The entries of a file's blocks as `blocks.clean_blocks` gives them: what `entries_of` makes of
     its parsed blocks, without the blocks (a build reads 100,000 of them)."""
-    from ..format.blocks import ALWAYS  # here, as in entries_of
+    from ..format.blocks import ALWAYS, ids_of  # here, as in entries_of
 
     out = []
     for bid, title, body, line, values, provenance in found:
         learning = bid[0] == "L"
         out.append(Entry(bid, "learning" if learning else "issue", rel, line, title, " ".join(values["scope"].split()),
                          body, int(values["recurrence"]) if learning else 0, values.get("first_seen"),
-                         values.get("last_seen"), provenance, values.get("applies") == ALWAYS))
+                         values.get("last_seen"), provenance, values.get("applies") == ALWAYS,
+                         ids_of(values.get("differs_from"))))
     return out

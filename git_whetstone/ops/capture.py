@@ -3,15 +3,18 @@
 A capture runs under the store's write lock and first asks the judge about the stored rules
 closest to the new one. Whetstone decides alone only when the judge is sure: the same rule again
 is reinforced (a learning) or changes nothing (an issue); a rule that says the opposite of a
-stored one is reported as a conflict, naming both, and nothing is written. When the judge is
-unsure, a correction is never merged on a guess: `balanced` and `supervised` return
-`needs_confirmation` with the look-alikes as `candidates` for the caller (an agent or a person)
-to settle; `autonomous` writes the rule as new and lists them as `similar`. `supervised` also asks
-before every write.
+stored one is reported as a conflict, naming both, and nothing is written. A correction is never
+merged on a guess: when it is *likely* the same rule or its opposite, `balanced` and `supervised`
+return `needs_confirmation` with those look-alikes as `candidates` for the caller (an agent or a
+person) to settle; `autonomous` writes it. A rule that is only *related* to stored ones is written
+in every mode, with them named in `similar`: a note, not a question. `supervised` also asks before
+every write.
 
 The caller answers with `confirm`: `same:<id>` (the same rule: reinforce it), `replace:<id>`
 (the new rule supersedes it, one commit), `keep:<id>` (the stored rule holds: nothing written),
-`new` (a rule of its own: store it), `yes` (go ahead). The caller may also say it up front.
+`new` (a rule of its own: store it, and remember with it that the look-alikes asked about hold
+beside it, `differs_from`, so that pair is never raised again), `yes` (go ahead). The caller may
+also say it up front. `new` never stores a copy of a rule the store holds in the same words.
 
 `always` marks the rule as one for every task of the skill (`- applies: always`): recall returns it
 first, every time. Said of a rule already stored, the mark is added to it in the same commit.
@@ -27,10 +30,10 @@ from ..base.errors import WhetstoneError
 from ..format import blocks
 from ..format.layout import GLOBAL, GLOBAL_PREFIX
 from ..index.records import Entry
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Judgement, contradiction
+from ..semantics.judge import CONTRADICTS, SAME, Judgement, contradiction, triage
 from ..store import events
 from .attach import create
-from .context import CANDIDATES, Context, candidate
+from .context import Context, candidate
 from .inputs import (Answer, answer, clean_always, clean_body, clean_provenance, clean_run_id, clean_scope,
                      polarity_kind, stamp)
 from .workspace import Workspace
@@ -95,37 +98,46 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
              every: bool = False) -> Outcome:
     if said.target:  # the caller said what the new rule is to a stored one
         return _as_said(ctx, kind, body, scope, said_by, said, every)
-    judged = [] if said.verb == "new" else ctx.nearest(body, scope)
-    # The closest entry the judge is sure about decides; look-alikes it is unsure of wait for the caller.
-    decisive = next(((e, j) for e, j in judged if j.relation in (SAME, CONTRADICTS)), None)
-    unsure = [(e, j) for e, j in judged if j.relation == UNSURE][:CANDIDATES]
-    if decisive and decisive[1].relation == CONTRADICTS:
-        old, verdict = decisive
+    found = triage(ctx.nearest(body, scope))
+    if found.decisive:  # the closest entry the judge is sure about decides
+        old, verdict = found.decisive
         if said.verb in ("replace", "keep"):
             return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id), every)
-        return _conflict(old, body, verdict)
-    if decisive:
-        old = decisive[0]
-        if said.verb in ("replace", "keep"):
-            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, old.id), every)
-        return _same(ctx, kind, body, old, said_by, said, every)
-    if unsure and said.verb != "new":
-        only = unsure[0][0] if len(unsure) == 1 else None
-        if said.verb in ("same", "replace", "keep") and only is not None:  # a bare answer that can mean one entry
-            return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, only.id), every)
-        if said.verb in ("same", "replace", "keep"):
-            raise WhetstoneError(f"confirm='{said.verb}' is ambiguous here: say which entry, e.g. "
-                                 f"'{said.verb}:{unsure[0][0].id}' (look-alikes: "
-                                 f"{', '.join(e.id for e, _ in unsure)})")
-        if ctx.config.supervision != "autonomous":
-            return _ask_about(unsure, body)
+        if verdict.relation == SAME and said.verb == "new" and old.kind == kind:
+            return _repeated(_same(ctx, kind, body, old, said_by, Answer("same"), every))
+        if verdict.relation == SAME and said.verb != "new":
+            return _same(ctx, kind, body, old, said_by, said, every)
+        if verdict.relation == CONTRADICTS and said.verb != "new":
+            return _conflict(old, body, verdict)
+    asked = found.likely or found.mentioned  # what a bare same / replace / keep can be about
+    if said.verb in ("same", "replace", "keep") and len(asked) == 1:
+        return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, asked[0][0].id), every)
+    if said.verb in ("same", "replace", "keep") and asked:
+        raise WhetstoneError(f"confirm='{said.verb}' is ambiguous here: say which entry, e.g. "
+                             f"'{said.verb}:{asked[0][0].id}' (look-alikes: {', '.join(e.id for e, _ in asked)})")
+    if found.likely and said.verb != "new" and ctx.config.supervision != "autonomous":
+        return _ask_about(found.likely, body)
     if ctx.config.supervision == "supervised" and said.verb not in ("yes", "new"):
         what = "learning" if kind == "learning" else "issue (a mandatory rule)"
         return ask(f"Record a new {what} in '{scope}': \"{blocks.derive_title(body)}\"? Repeat with "
-                   f"confirm='yes' to write it.")
-    outcome = _write_new(ctx, kind, body, scope, said_by, every)
-    if unsure and said.verb != "new":  # autonomous: written, and the look-alikes named for a follow-up
-        outcome.extra["similar"] = [candidate(e, j) for e, j in unsure]
+                   f"confirm='yes' to write it.", **_mentions(found.mentioned))
+    # "both hold": the answer is remembered with the new rule, so the pair is never raised again
+    answered = [] if said.verb != "new" else [e for e, _ in [*filter(None, [found.decisive]), *found.likely]]
+    outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
+    outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
+    return outcome
+
+
+def _mentions(mentioned: list[tuple[Entry, Judgement]]) -> dict[str, Any]:
+    """`similar`: the look-alikes a written rule is mentioned beside, a note for the caller (none: no key)."""
+    return {"similar": [candidate(e, j) for e, j in mentioned]} if mentioned else {}
+
+
+def _repeated(outcome: Outcome) -> Outcome:
+    """A capture answered `new` whose rule the store already holds in the same words: reinforced
+    (or left, an issue) instead of stored twice, and the answer says why."""
+    outcome.confirmation = (f"{outcome.entry_id} already says this in the same words, so it was not stored twice. "
+                            + (outcome.confirmation or ""))
     return outcome
 
 
@@ -137,10 +149,10 @@ def _conflict(old: Entry, body: str, verdict: Judgement) -> Outcome:
         f"{old.id} still does, confirm='new' if both hold (in different cases).")})
 
 
-def _ask_about(unsure: list[tuple[Entry, Judgement]], body: str) -> Outcome:
-    """needs_confirmation: the judge cannot tell how the new rule relates to these entries."""
-    first, verdict = unsure[0]
-    listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in unsure)
+def _ask_about(likely: list[tuple[Entry, Judgement]], body: str) -> Outcome:
+    """needs_confirmation: the new rule is likely one of these entries again, or its opposite."""
+    first, verdict = likely[0]
+    listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in likely)
     if verdict.opposed:
         question = (f"It may contradict {first.id} ({verdict.reason}). Ask the user which holds: "
                     f"confirm='replace:{first.id}' if the new rule does, 'keep:{first.id}' if {first.id} still "
@@ -151,7 +163,7 @@ def _ask_about(unsure: list[tuple[Entry, Judgement]], body: str) -> Outcome:
                     f"'new' stores it as a rule of its own.")
     return ask(f"This is close to {listed}, and whetstone cannot tell whether \"{blocks.derive_title(body)}\" "
                f"is the same rule, its opposite or a different one. Nothing was written. {question}",
-               candidates=[candidate(e, j) for e, j in unsure], similar_to=brief(first))
+               candidates=[candidate(e, j) for e, j in likely], similar_to=brief(first))
 
 
 def _same(ctx: Context, kind: str, body: str, old: Entry, said_by: str, said: Answer,
@@ -200,9 +212,11 @@ def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    {"replaced_id": old.id})
 
 
-def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool = False) -> Outcome:
+def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool = False,
+               differs: list[str] | None = None) -> Outcome:
+    """A new entry, one commit; `differs`: the stored entries the caller said hold beside it."""
     files: dict[str, str | None] = {}
-    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every)
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every, differs=differs or ())
     ctx.commit(f"capture: add {entry_id} ({scope}{', every task' if every else ''})\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     return Outcome("committed", entry_id, 1 if kind == "learning" else None,

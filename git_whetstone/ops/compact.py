@@ -40,10 +40,10 @@ from ..format.layout import GLOBAL_PREFIX, scope_key
 from ..index.freshness import stamp_of
 from ..index.snapshot import Snapshot
 from ..base.files import write_atomic
-from ..index.records import Entry, day_number, text_hash, text_hashes
+from ..index.records import Entry, day_number, differs, text_hash, text_hashes
 from ..semantics import judge as judge_module, words as words_module
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, decisive_key, judge
-from ..semantics.words import content_words
+from ..semantics.judge import CONTRADICTS, LIKELY, SAME, Groups, decisive_key, judge, may_oppose, read
+from ..semantics.words import content_words, name_words
 from ..store import events
 from ..store.store import Store, list_skills
 from ..store.weight import weight, weights
@@ -365,7 +365,9 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
 
     id_key = snap.id_key.tolist()  # (a list's ints: a key a row to sort by, not a numpy scalar each)
 
-    # 1. scopes that mean the same, per kind: one spelling, one file
+    # 1. scopes whose names are the same after normalisation (case, plurals, word order,
+    # punctuation), per kind: one spelling, one file. Names that differ in a word, a value among
+    # them (light / dark, 2 / 3), never merge: scopes only close in meaning are advice (`similar_scopes`).
     members: dict[int, list[int]] = {}
     for i, n in zip(alive, snap.scope_of[alive].tolist()):
         members.setdefault(n, []).append(i)
@@ -374,15 +376,12 @@ def plan_of(snap: Snapshot, config: Config, *, every_pair: bool = False, keys: K
         if not numbers:
             continue
         groups = Groups(len(numbers))
-        phrases, bar = snap.phrases[numbers], config.threshold("scope_merge")
-        for a, b in _close_pairs(phrases, bar) if every_pair else keys.close_pairs(phrases, bar):
-            groups.union(a, b)
-        words: dict[frozenset[str], int] = {}  # "currency format" and "currency formatting" are one
+        named: dict[tuple[str, ...], int] = {}  # "currency format" and "Formats, currency" are one
         for at, n in enumerate(numbers):
-            stems = frozenset(content_words(snap.scopes[n][2]))
-            if stems in words:
-                groups.union(words[stems], at)
-            words.setdefault(stems, at)
+            name = name_words(snap.scopes[n][2])
+            if name in named:
+                groups.union(named[name], at)
+            named.setdefault(name, at)
         grouped = groups.groups()
         in_group = {i for g in grouped for i in g}
         clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
@@ -475,6 +474,8 @@ def _duplicates(snap: Snapshot, config: Config, every_pair: bool, keys: Keys, en
     if not every_pair:
         pairs = pairs[keys.shared([entries[i].body for i in rows], pairs)]
     for a, b in pairs.tolist():
+        if differs(entries[rows[a]], entries[rows[b]]):  # the caller said both hold
+            continue
         verdict = judge(entries[rows[b]].body, entries[rows[a]].body, float(sims[a, b]), config, same_scope=True)
         if verdict.relation == SAME:
             groups.union(a, b)
@@ -717,7 +718,7 @@ def _updated(e: Entry, rel: str, scope: str, fields: dict[str, str], update: dic
         e.id, e.kind, rel, 0, e.title, scope, e.body,
         int(fields["recurrence"]) if "recurrence" in fields else e.recurrence,
         fields.get("first_seen", e.first_seen), fields.get("last_seen", e.last_seen),
-        e.provenance + tuple(added) if added else e.provenance, e.always or bool(update.get("always"))))
+        e.provenance + tuple(added) if added else e.provenance, e.always or bool(update.get("always")), e.differs))
 
 
 # a heading line after a newline as `_placed_by_line` reads its id: up to the first space after `## `
@@ -878,88 +879,59 @@ def findings(store: Store, snap: Snapshot, config: Config, keys: Keys | None = N
             always.append({"id": entry_id, "scope": entry.scope, "why": f"said again in {runs} different runs "
                            f"in the last {ALWAYS_WINDOW_DAYS} days", "rule": entry.body})
     return {"harden": harden, "always": always, "churn": churn, "stale": stale, "unresolved_conflicts": unresolved,
-            "look_alikes": look_alikes(snap, config, entries=entries, keys=keys)}
+            "look_alikes": look_alikes(snap, config, entries=entries),
+            "similar_scopes": similar_scopes(snap, config, keys if keys is not None else Keys())}
 
 
-def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *, every_pair: bool = False,
-                entries: list[Entry | None] | None = None, keys: Keys | None = None) -> list[dict[str, Any]]:
+def look_alikes(snap: Snapshot, config: Config, limit: int = 200, *,
+                entries: list[Entry | None] | None = None) -> list[dict[str, Any]]:
     """Pairs of entries in one scope (learnings and issues alike) that the judge finds contradicting,
-    or cannot tell apart: possible duplicates or contradictions for a person to settle, since
-    compact merges only what the judge is sure of. At most `limit`, most alike first.
-
-    Every close pair is unsure unless its words settle it, and only a pair that shares a
-    `decisive_key` can be settled: the judge reads those, and of the rest only the most alike
-    (enough to fill `limit`). `every_pair` asks it about every close pair: slower, the same list."""
+    or likely one rule or opposites: for a person to settle, since compact merges only what the judge
+    is sure of; never a pair recorded as holding side by side (`differs_from`). At most `limit`,
+    contradictions first, then most alike. The judge reads only the pairs close enough to be
+    likely: its `ask` bar, or a possible opposition (`may_oppose`) at the candidate floor."""
     entries = entries if entries is not None else rows_of(snap)
-    keys = keys if keys is not None else Keys()
-    grey = config.threshold("grey")
+    floor, ask = config.threshold("candidate"), config.threshold("ask")
     found = []
-    rest: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # unsure by their keys: (old rows, new rows, cosines)
-
-    def look(old_row: int, new_row: int, sim: float) -> None:
-        old, new = entries[old_row], entries[new_row]
-        verdict = judge(new.body, old.body, sim, config, same_scope=True)
-        if verdict.relation in (CONTRADICTS, UNSURE):
-            found.append({"ids": [old.id, new.id], "relation": verdict.relation,
-                          "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
-                          "rules": [old.body, new.body], "scope": old.scope})
-
-    if every_pair:
-        for rows in _by_scope(snap):
-            sims = snap.vectors[rows] @ snap.vectors[rows].T
-            for a, b in np.argwhere(np.triu(sims >= grey, 1)).tolist():
-                look(rows[a], rows[b], float(sims[a, b]))
-    else:
-        # each scope's product as the reference makes it (the same cosines to the last bit), and
-        # of it only the cosines above the diagonal: which rows they pair, and all that follows,
-        # worked out over arrays for all the scopes of one size at once, not scope by scope
-        rows, starts, ends = _scope_runs(snap)
-        vectors, sizes = snap.vectors, ends - starts
-        olds, news, parts, scope_of_pair = [], [], [], []
-        for size in np.unique(sizes).tolist():
-            a, b = np.triu_indices(size, 1)  # row by row, as np.argwhere(np.triu(...)) lists them
-            at = np.flatnonzero(sizes == size)
-            for start in starts[at].tolist():
-                run = rows[start:start + size]
-                sims = vectors[run] @ vectors[run].T
-                parts.append(sims[a, b])
-            olds.append((starts[at, None] + a).ravel())
-            news.append((starts[at, None] + b).ravel())
-            scope_of_pair.append(np.repeat(at, len(a)))
-        if parts:
-            cosine = np.concatenate(parts)
-            close = cosine >= grey
-            old, new, cosine = rows[np.concatenate(olds)[close]], rows[np.concatenate(news)[close]], cosine[close]
-            # the keys of every text in a scope with a close pair (those the scope-by-scope reading read)
-            near = np.zeros(len(starts), bool)
-            near[np.concatenate(scope_of_pair)[close]] = True
-            at = np.concatenate([rows[:0], *(rows[a:b] for a, b in zip(starts[near].tolist(), ends[near].tolist()))])
-            number = np.full(snap.size, -1, np.int64)
-            number[at] = keys.numbers([entries[i].body for i in at.tolist()])
-            shared = number[old] == number[new]
-            cosines = cosine.astype(np.float64)
-            unsure = ~shared & (cosines >= grey)  # as the judge compares: below the bar (in float64) it is unrelated
-            rest = old[unsure], new[unsure], cosines[unsure]  # (millions of pairs in a merged scope: picked once)
-            for old_row, new_row, sim in zip(old[shared].tolist(), new[shared].tolist(), cosine[shared].tolist()):
-                look(old_row, new_row, sim)
-    if rest is not None:
-        olds, news, cosines = rest
-        # every contradiction is found already and comes first; unsure pairs fill what is left of
-        # `limit` by their cosine rounded to 3 places, then ids: read only those close enough to the
-        # cut to be among them (rounding moves a cosine by at most 0.0005)
-        room = limit - sum(f["relation"] == CONTRADICTS for f in found)
-        judged = [f["similarity"] for f in found if f["relation"] == UNSURE]
-        every = np.concatenate([cosines, np.array(judged, np.float64)])
-        if room <= 0:
-            keep = np.zeros(len(cosines), bool)
-        elif len(every) <= room:
-            keep = np.ones(len(cosines), bool)
-        else:
-            cut = np.partition(every, len(every) - room)[len(every) - room]
-            keep = cosines >= cut - 0.002
-        for old_row, new_row, sim in zip(olds[keep].tolist(), news[keep].tolist(), cosines[keep].tolist()):
-            look(old_row, new_row, sim)
+    rows, starts, ends = _scope_runs(snap)
+    for start, end in zip(starts.tolist(), ends.tolist()):
+        run = rows[start:end].tolist()
+        sims = snap.vectors[run] @ snap.vectors[run].T
+        texts = [entries[i] for i in run]
+        close = np.triu(sims >= floor, 1)
+        if not close.any():
+            continue
+        close &= (sims >= ask) | may_oppose([read(e.body) for e in texts])
+        for a, b in np.argwhere(close).tolist():
+            old, new = texts[a], texts[b]
+            if differs(old, new):
+                continue
+            verdict = judge(new.body, old.body, float(sims[a, b]), config, same_scope=True)
+            if verdict.relation in (CONTRADICTS, LIKELY):
+                found.append({"ids": [old.id, new.id], "relation": verdict.relation,
+                              "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
+                              "rules": [old.body, new.body], "scope": old.scope})
     found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
+    return found[:limit]
+
+
+def similar_scopes(snap: Snapshot, config: Config, keys: Keys, limit: int = 50) -> list[dict[str, Any]]:
+    """Scopes of one kind whose phrases are close (the `scope_merge` cosine) but whose names are not
+    the same: compact does not merge them (one may be the other's opposite), a person may, with
+    revise --scope. At most `limit`, closest first."""
+    found = []
+    used = np.unique(snap.scope_of[snap.alive]).tolist()
+    for kind in ("learning", "issue"):
+        numbers = [n for n in used if snap.scopes[n][0] == kind]
+        if len(numbers) < 2:
+            continue
+        phrases = snap.phrases[numbers]
+        for a, b in keys.close_pairs(phrases, config.threshold("scope_merge")):
+            one, two = snap.scopes[numbers[a]][2], snap.scopes[numbers[b]][2]
+            if name_words(one) != name_words(two):
+                found.append({"scopes": sorted([one, two]), "kind": kind,
+                              "similarity": round(float(phrases[a] @ phrases[b]), 3)})
+    found.sort(key=lambda f: (-f["similarity"], f["scopes"]))
     return found[:limit]
 
 
@@ -997,13 +969,19 @@ def render_report(skill: str, changes: list[str], report: dict[str, list[dict[st
               "churn": f"Scopes with capture churn (weakened or removed within {CHURN_WINDOW_DAYS} days)",
               "stale": f"Learnings not surfaced by recall for {STALE_DAYS} days",
               "unresolved_conflicts": "Conflicts never resolved",
-              "look_alikes": "Possible duplicates and contradictions (the judge was not sure; compact merged none)"}
+              "look_alikes": "Possible duplicates and contradictions (the judge was not sure; compact merged none)",
+              "similar_scopes": "Scopes close in meaning whose names differ (compact merged none: move entries "
+                                "with git whetstone revise SKILL ID --scope if they mean the same)"}
     for key, title in titles.items():
         lines += ["", f"## {title}", ""]
-        items = report[key]
+        items = report.get(key, [])
         if not items:
             lines.append("- none")
         for item in items:
+            if key == "similar_scopes":
+                lines.append(f"- '{item['scopes'][0]}' / '{item['scopes'][1]}' ({item['kind']}s, similarity "
+                             f"{item['similarity']})")
+                continue
             if key == "look_alikes":
                 what = "contradict each other" if item["relation"] == CONTRADICTS else "may be one rule, or opposed"
                 lines.append(f"- {' / '.join(item['ids'])} ({item['scope']}, similarity {item['similarity']}): {what}"

@@ -5,6 +5,8 @@ the nearest stored rules with the judge's verdict, a new block, one commit. Buil
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 import numpy as np
 
 from ..base.clock import today
@@ -13,7 +15,7 @@ from ..base.errors import RUNTIME, WhetstoneError
 from ..format import blocks
 from ..format.layout import scope_key
 from ..index import scan
-from ..index.records import Entry
+from ..index.records import Entry, differs
 from ..index.snapshot import Snapshot
 from ..semantics.embed import Embedder
 from ..semantics.judge import Judgement, judge
@@ -22,8 +24,8 @@ from .workspace import Workspace
 
 
 NEAREST = 25  # stored entries the judge looks at for one new rule, closest first
-CANDIDATES = 3  # look-alikes the judge was unsure of, offered to the caller, nearest first
 SCOPE_PULL = 0.3  # how much closer a rule in a close scope counts, when picking the look-alikes (fitted on dev)
+BASELINE_FROM = 3  # entries a store needs before a look-alike must stand out from the rest of it
 LIKENESS_ROUNDING = 1e-5  # more than float32 rounding moves a likeness of a few terms under 2 (`_may_lead`)
 
 
@@ -37,6 +39,7 @@ class Context:
 
     def __init__(self, workspace: Workspace, store: Store, snap: Snapshot) -> None:
         self.workspace, self.store, self.snap = workspace, store, snap
+        self.both_hold: list[tuple[Entry, str]] = []  # (entry, id): the next commit records that both hold
 
     @property
     def config(self) -> Config:
@@ -85,10 +88,11 @@ class Context:
                 return text, block
         raise WhetstoneError(f"{entry.id} moved while being changed; try again", exit_code=RUNTIME)
 
-    def nearest(self, body: str, scope: str, exclude: str | None = None,
+    def nearest(self, body: str, scope: str, exclude: Entry | None = None,
                 limit: int = NEAREST) -> list[tuple[Entry, Judgement]]:
         """The stored entries most like `body` (at most `limit`, closest first, ties by id), each
-        with the judge's answer about the two."""
+        with the judge's answer about the two. `exclude` is the entry being changed (a revise): it
+        and the entries recorded as differing from it (`differs_from`) are left out."""
         if not self.snap.count:
             return []
         config = self.config
@@ -99,6 +103,7 @@ class Context:
             # scope share), and only the rows that may reach the floor and be among the closest
             # `limit` + 1 are scored exactly (`_may_lead`)
             approx, slack = snap.approximate(body_vec[None, :], 0.0)
+            baseline = float((snap.vectors_of(np.flatnonzero(snap.alive)) @ body_vec).mean())
             maybe = np.flatnonzero((approx[0] + slack >= floor) & snap.alive)
             maybe = _may_lead(snap, maybe, approx[0][maybe], slack[maybe], scope_vec, floor, limit + 1)
             exact = snap.vectors_of(maybe) @ body_vec
@@ -110,29 +115,36 @@ class Context:
             scope_sims[scopes] = snap.scope_vectors_of("phrases", scopes) @ scope_vec
         else:  # every row in float32
             sims = np.where(snap.alive, snap.vectors @ body_vec, -1.0)
+            baseline = float(sims[snap.alive].mean())
             near = np.flatnonzero(sims >= floor)
             row_sims = sims[near]
             scope_sims = snap.phrases @ scope_vec
         sims = dict(zip(near.tolist(), row_sims.tolist()))
         # closest first, where a rule in the same or a close scope counts as a little closer
         likeness = row_sims + SCOPE_PULL * scope_sims[snap.scope_of[near]]
+        # what any rule of the store scores against this one: a look-alike stands out from it (a store
+        # of a few entries has no such level yet)
+        baseline = baseline if np.count_nonzero(snap.alive) >= BASELINE_FROM else 0.0
         found = []
-        for row in near[np.lexsort((self.snap.id_key[near], -likeness))][:limit + 1]:
+        for row in near[np.lexsort((self.snap.id_key[near], -likeness))]:
             e = self.snap.entries[row]
-            if e.id == exclude:
+            if exclude is not None and (e.id == exclude.id or differs(exclude, e)):
                 continue
             scope_similarity = float(scope_sims[self.snap.scope_of[row]])
             close = scope_key(e.scope) == scope_key(scope) or scope_similarity >= config.threshold("scope")
-            found.append((e, judge(body, e.body, sims[int(row)], config, same_scope=close)))
-        return found[:limit]
+            found.append((e, judge(body, e.body, sims[int(row)], config, same_scope=close, baseline=baseline)))
+            if len(found) == limit:
+                break
+        return found
 
     def add_block(self, kind: str, body: str, scope: str, provenance: list[str], pending: dict[str, str | None],
                   recurrence: int = 1, first_seen: str | None = None, last_seen: str | None = None,
-                  always: bool = False) -> str:
+                  always: bool = False, differs: Iterable[str] = ()) -> str:
         """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
         included) and return its id. `first_seen`/`last_seen` default to today (an import keeps its
         source's dates, so a stale preference does not arrive looking fresh); `always` marks a rule
-        for every task of the skill (`- applies: always`)."""
+        for every task of the skill (`- applies: always`); `differs` names the entries the caller
+        said hold beside it (`- differs_from:`)."""
         rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
         text = pending[rel] if rel in pending else self.read(rel)[0]
         if rel not in pending:
@@ -146,13 +158,27 @@ class Context:
         fields.append(("scope", scope))
         if always:
             fields.append(("applies", blocks.ALWAYS))
+        if differs:
+            fields.append(("differs_from", blocks.IDS_SEPARATOR.join(sorted(set(differs), key=blocks.id_order))))
         fields += [("provenance", blocks.encode_value(p)) for p in provenance]
         pending[rel] = blocks.append(text or "", blocks.render(entry_id, blocks.derive_title(body), fields, body))
         pending["next_ids.json"] = ids_text
         return entry_id
 
+    def remember_both_hold(self, entry_id: str, others: list[Entry]) -> None:
+        """Have the next commit record, on each of `others`, that it holds beside `entry_id`
+        (`differs_from`): the caller said so, and the pair is never raised again."""
+        self.both_hold += [(other, entry_id) for other in others]
+
     def commit(self, message: str, files: dict[str, str | None]) -> None:
-        """Write the files (None: delete) and commit them as one change."""
+        """Write the files (None: delete) and commit them as one change (with the pairs remembered
+        as both holding, on the blocks of theirs still there)."""
+        for other, entry_id in self.both_hold:
+            text = files[other.path] if other.path in files else self.read(other.path)[0]
+            block = next((b for b in blocks.parse(text or "", other.path).blocks if b.id == other.id), None)
+            if block is not None:
+                files[other.path] = blocks.replace(text, block, blocks.with_differs(block, block.differs + (entry_id,)))
+        self.both_hold = []
         self.store.write_and_commit(message, {self.store.path / rel: text for rel, text in files.items()})
 
 

@@ -22,7 +22,7 @@ from ..format import blocks
 from ..format.layout import GLOBAL, GLOBAL_PREFIX
 from ..git import runner
 from ..index.records import Entry
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE, Groups, judge
+from ..semantics.judge import CONTRADICTS, SAME, Groups, judge, triage
 from ..store.store import Store, list_skills
 from .attach import create
 from .context import Context, candidate
@@ -57,7 +57,7 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
     """Write `lead` (standing for all `members`) into the global store, then remove every member
     from its skill, one commit per repository. A member store that refuses its commit leaves the
     global entry reverted, so nothing is half moved. Returns the global id, and the global entries
-    the judge could not tell apart from it (kept beside it: a person settles those)."""
+    the judge finds likely or related (kept beside it, and named: a person settles those)."""
     same = None
     judged = target.nearest(lead.body, lead.scope)
     for other, verdict in judged:
@@ -68,7 +68,7 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
             same = other if other.kind == lead.kind else None
             break
     similar = [] if same is not None else [
-        {**candidate(e, v), "id": GLOBAL_PREFIX + e.id} for e, v in judged if v.relation == UNSURE][:3]
+        {**candidate(e, v), "id": GLOBAL_PREFIX + e.id} for e, v in triage(judged).mentioned]
     day = today().isoformat()
     provenance = [f"{day} — promoted from {store.skill} {e.id}" for store, e in members]
     learning = lead.kind == "learning"

@@ -74,6 +74,7 @@ class Item:
     provenance: tuple[str, ...] = ()
     where: str = ""
     always: bool = False  # `- applies: always`: a rule for every task
+    differs: tuple[str, ...] = ()  # `- differs_from:`: ids (in the source) of entries that hold beside it
 
     @property
     def label(self) -> str:
@@ -120,13 +121,13 @@ def store_items(store: Store) -> tuple[list[Item], list[str]]:
 def item_of(e: Entry, where: str) -> Item:
     """A stored entry as a pack carries it."""
     return Item(e.id, e.kind, e.scope, e.body, e.title, e.recurrence or 1, e.first_seen, e.last_seen,
-                tuple(e.provenance), where, e.always)
+                tuple(e.provenance), where, e.always, e.differs)
 
 
 def entry_text(e: Entry) -> str:
     """`canonical(item_of(e, where))`, without making the Item (an export of 100,000 entries)."""
     return block_text(e.id, e.kind, e.title, e.recurrence or 1, e.first_seen, e.last_seen, e.scope, e.always,
-                      e.provenance, e.body)
+                      e.provenance, e.body, e.differs)
 
 
 def duplicate_warning(where: str, entry_id: str, first: str) -> str:
@@ -141,11 +142,12 @@ def canonical(item: Item) -> str:
     """The block text an entry is exported as, and whose sha256 the manifest holds: what
     `blocks.render` gives for its fields, written out here since a big export renders 100,000."""
     return block_text(item.id, item.kind, item.title, item.recurrence, item.first_seen, item.last_seen,
-                      item.scope, item.always, item.provenance, item.body)
+                      item.scope, item.always, item.provenance, item.body, item.differs)
 
 
 def block_text(entry_id: str | None, kind: str, title: str, recurrence: int, first_seen: str | None,
-               last_seen: str | None, scope: str, always: bool, provenance: Iterable[str], body: str) -> str:
+               last_seen: str | None, scope: str, always: bool, provenance: Iterable[str], body: str,
+               differs: tuple[str, ...] = ()) -> str:
     """`canonical` from the fields themselves, for a caller that has them without an Item (making
     100,000 Items is a quarter of rendering them)."""
     lines = [f"## {entry_id or ''} {blocks.DOT} {title}"]
@@ -154,6 +156,8 @@ def block_text(entry_id: str | None, kind: str, title: str, recurrence: int, fir
     lines.append(f"- scope: {scope}")
     if always:
         lines.append(f"- applies: {blocks.ALWAYS}")
+    if differs:
+        lines.append(f"- differs_from: {blocks.IDS_SEPARATOR.join(differs)}")
     lines += [f"- provenance: {_encoded(p)}" for p in provenance]
     return "\n".join(lines) + "\n\n" + body + "\n"
 
@@ -554,6 +558,6 @@ def _item(block: blocks.Block, at: str, refuse: Callable[[str], WhetstoneError])
     learning = block.kind == "learning"
     return Item(block.id, block.kind, block.scope, block.body, block.title,
                 block.recurrence if learning else 1, block.get("first_seen"), block.get("last_seen"),
-                tuple(block.provenance), at, block.always)
+                tuple(block.provenance), at, block.always, block.differs)
 
 

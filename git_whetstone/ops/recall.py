@@ -36,8 +36,9 @@ from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
 from ..index import scan
 from ..index.build import Progress
+from ..index.records import differs
 from ..index.snapshot import Snapshot
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE, judge, may_oppose, read
+from ..semantics.judge import CONTRADICTS, LIKELY, SAME, judge, may_oppose, read
 from ..semantics.words import content_words
 from ..store import events
 from ..store.weight import weights
@@ -853,8 +854,8 @@ def _mmr(vectors_at, value: np.ndarray, order: np.ndarray, k: int) -> list[int]:
 
 def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config) -> list[dict[str, Any]]:
     """Pairs among the returned entries that contradict each other, as the judge sees them: those
-    it is sure of, and those it cannot tell apart whose words point opposite ways ("may
-    contradict"), which nobody has settled yet."""
+    it is sure of, and those likely opposed, whose words point opposite ways on shared content
+    ("may contradict"); never a pair recorded as holding side by side (`differs_from`)."""
     found = []
     if not refs:
         return found
@@ -872,10 +873,12 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     ids = [layers[li].shown_id(row) for li, row in refs]
     keys = [scope_key(e.scope) for e in entries]
     for i, j in np.argwhere(np.triu(looked, 1)).tolist():  # pairs in order: i, then j > i
+        if refs[i][0] == refs[j][0] and differs(entries[i], entries[j]):  # ids name entries of one layer
+            continue
         verdict = judge(entries[i].body, entries[j].body, float(sims[i, j]), config, same_scope=keys[i] == keys[j])
         if verdict.relation == CONTRADICTS:
             reason = verdict.reason
-        elif verdict.relation == UNSURE and verdict.opposed:
+        elif verdict.relation == LIKELY and verdict.opposed:
             reason = f"may contradict: {verdict.reason}"
         else:
             continue

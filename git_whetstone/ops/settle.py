@@ -8,6 +8,13 @@ and the other is re-minted above every id either side ever used, with the rename
 provenance. The outcome depends only on the two sides and their history, never on which side is
 "ours", so both machines end up with the same ids whichever of them merged.
 
+A `differs_from` that names a re-minted id follows the entry it was written about (`_follow`): a
+reference is written beside the entry it names, so it means the copy held on every side that holds
+the reference (the re-minted one: the reference moves to the new id), and when both copies are
+held there (a rebase's side holds both), the copy held on exactly those sides. A reference each
+side wrote beside its own copy names both; one that no side shows, or the sides cannot tell
+apart, stays as it is.
+
 sync settles the merges it makes; the post-merge hook settles a plain `git merge` or `git pull`
 (`settle_head`) in a commit of its own.
 """
@@ -55,6 +62,7 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
     known_before = _base_blocks(repo, base)
     result = Settlement()
     losers: list[tuple[str, int, Block]] = []
+    contested: dict[str, list[Block]] = {}  # an id minted for different rules: its copies, the keeper first
     for bid, where in sorted(claims.items(), key=lambda item: _id_order(item[0])):
         if len(where) < 2:
             continue
@@ -79,6 +87,8 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
             idx = distinct.index(twin)
             distinct[idx] = (twin[0], twin[1], split[twin[0]][twin[1]])
         losers += [(rel, index, piece.block) for rel, index, piece in distinct[1:]]
+        if len(distinct) > 1:
+            contested[bid] = [piece.block for _, _, piece in distinct]
     # numbers above everything either side ever used: both histories, both next_ids.json, the tree
     top = id_history(repo, *parents).top
     for rel, parts in split.items():
@@ -91,6 +101,7 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
         if found:
             nxt = {k: max(nxt[k], found[k]) for k in nxt}
     day = _date_of(repo, parents)
+    renamed: dict[tuple[str, int], tuple[Block, str]] = {}  # where a re-minted block is: (it before, its new id)
     for rel, index, block in sorted(losers, key=lambda x: (x[2].prefix, x[2].number, rank(x[2]))):
         number = nxt[block.kind]
         nxt[block.kind] += 1
@@ -99,7 +110,10 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
         raw = blocks.update_fields(block, {}, note).rstrip("\n")
         raw = with_id(raw, block.id, new_id)
         split[rel][index] = _reparsed(raw, rel)
+        renamed[(rel, index)] = (block, new_id)
         result.reminted.append({"from": block.id, "to": new_id, "path": rel})
+    if renamed:
+        _follow(repo, parents, split, contested, renamed)
     for rel, parts in split.items():
         text = join([p.text for p in parts], blocks.newline_of(files[rel]))
         if text != files[rel] or not text.strip():
@@ -132,6 +146,58 @@ def _fold_copies(bid: str, copies: list[tuple[str, int, Piece]], before: tuple[s
         text = outcome[0].text
         merged = _reparsed(text or "", keep_rel).block or merged
     split[keep_rel][keep_index] = _reparsed(text, keep_rel)
+
+
+def _follow(repo: Path, parents: list[str], split: dict[str, list[Piece]], contested: dict[str, list[Block]],
+            renamed: dict[tuple[str, int], tuple[Block, str]]) -> None:
+    """Point every `differs_from` that names a re-minted id at the copy it was written about (see
+    the module docstring), judged from the merged sides' trees, read only when such a reference
+    exists."""
+    moved = {id(block): to for block, to in renamed.values()}  # (each re-minted block is one of `contested`'s)
+    copies = {bid: [(copy, moved.get(id(copy), bid)) for copy in found] for bid, found in contested.items()}
+    citing = [(rel, index, piece.block) for rel, parts in split.items() for index, piece in enumerate(parts)
+              if piece.block is not None and set(piece.block.differs) & copies.keys()]
+    if not citing:
+        return
+    sides = [_side_blocks(repo, parent) for parent in parents]
+    for rel, index, block in citing:
+        was = renamed[(rel, index)][0] if (rel, index) in renamed else block  # as the sides hold it
+        versions = [_same_entry(side.get(was.id, []), was, was.id in contested) for side in sides]
+        named = set(block.differs)
+        for old in set(block.differs) & copies.keys():
+            cited = frozenset(i for i, v in enumerate(versions) if v is not None and old in v.differs)
+            held = [frozenset(i for i, side in enumerate(sides) if any(same_rule(b, copy) for b in side.get(old, [])))
+                    for copy, _ in copies[old]]
+            fits = [k for k, where in enumerate(held) if cited <= where]
+            if len(fits) > 1:  # held wherever the reference is: the copy held there and nowhere else
+                fits = [k for k in fits if held[k] == cited]
+                if len(fits) != 1:
+                    continue
+            elif not fits:  # each side wrote it beside its own copy
+                fits = [k for k, where in enumerate(held) if where & cited]
+            if fits:
+                named.discard(old)
+                named.update(copies[old][k][1] for k in fits)
+        if named != set(block.differs):
+            split[rel][index] = _reparsed(blocks.with_differs(block, named).rstrip("\n"), rel)
+
+
+def _side_blocks(repo: Path, commit: str) -> dict[str, list[Block]]:
+    """The blocks of a commit's scope files, by id (an id may be claimed twice: a rebase's side)."""
+    found: dict[str, list[Block]] = defaultdict(list)
+    for rel, data in tree.commit_files(repo, commit).items():
+        for piece in pieces(data.decode("utf-8", "replace"), rel):
+            if piece.block is not None:
+                found[piece.block.id].append(piece.block)
+    return found
+
+
+def _same_entry(found: list[Block], block: Block, contested: bool) -> Block | None:
+    """Of a side's blocks under `block`'s id, the one that is the same entry: any (its only one) for
+    an id minted once, the same rule for an id minted for different rules on two machines."""
+    if contested:
+        return next((b for b in found if same_rule(b, block)), None)
+    return found[0] if found else None
 
 
 def _reparsed(text: str | None, rel: str) -> Piece:

@@ -8,13 +8,16 @@ reported, the rest are added under freshly minted ids; what the judge cannot tel
 stored rule is added too (never merged on a guess) and listed under `similar` for a person. Every write records its source in a provenance line
 ending `(import:<source>:<rule hash>)`, and that marker is how a second import of the same pack
 (or of a later version of it) recognises what it already brought in: importing again changes
-nothing and makes no commit. Replace swaps every entry in one commit.
+nothing and makes no commit. Replace swaps every entry in one commit. A pack's `differs_from` pairs
+("both hold") come along with the entries they name, their ids translated to the store's
+(`_carry_differs`).
 """
 from __future__ import annotations
 
 import datetime as dt
 import hashlib
 import re
+from collections import defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
@@ -25,7 +28,7 @@ from ..base.errors import RUNTIME, WhetstoneError, shown
 from ..base.files import write_atomic
 from ..format import blocks
 from ..index.records import Entry
-from ..semantics.judge import CONTRADICTS, SAME, UNSURE
+from ..semantics.judge import CONTRADICTS, SAME, triage
 from .attach import create
 from .context import Context, candidate
 from .workspace import Workspace
@@ -191,7 +194,8 @@ def _read_source(path: Path, limit: int) -> bytes:
 def _plan_merge(ctx: Context, live: list[Entry], items: list[Item], origin: str, fmt: str,
                 tick: Callable[[], None]) -> list[Step]:
     """Judge every item against the store as it was before the import (never against each
-    other, so a pack's own near-duplicates all arrive, as they were in its store)."""
+    other, so a pack's own near-duplicates all arrive, as they were in its store). An item is not
+    judged against the store's copy of an entry the pack says holds beside it (`differs_from`)."""
     markers: dict[str, Entry] = {}
     same_rule: dict[str, list[Entry]] = {}
     for e in live:
@@ -202,8 +206,16 @@ def _plan_merge(ctx: Context, live: list[Entry], items: list[Item], origin: str,
     steps: list[Step] = []
     bumped: set[str] = set()
     marked: set[str] = set()
+    named_by: dict[str, set[str]] = defaultdict(set)  # a pack id -> the pack ids whose differs_from name it
     for item in items:
-        step = _judge(ctx, item, marker(origin, item), markers, same_rule, fmt, bumped)
+        for other in item.differs:
+            named_by[other].add(item.id)
+    met: dict[str, str] = {}  # a pack id -> the store entry it was met as, so far
+    for item in items:
+        apart = {met[i] for i in (*item.differs, *named_by.get(item.id, ())) if i in met}
+        step = _judge(ctx, item, marker(origin, item), markers, same_rule, fmt, bumped, apart)
+        if item.id and step.action in ("noop", "reinforce") and step.target is not None:
+            met[item.id] = step.target.id
         if item.always and step.target is not None and not step.target.always and step.action in ("noop", "reinforce") \
                 and step.reason != "imported before" and step.target.id not in marked:
             step.mark = True  # the store's copy takes the mark: a rule for every task stays one
@@ -214,7 +226,7 @@ def _plan_merge(ctx: Context, live: list[Entry], items: list[Item], origin: str,
 
 
 def _judge(ctx: Context, item: Item, mark: str, markers: dict[str, Entry],
-           same_rule: dict[str, list[Entry]], fmt: str, bumped: set[str]) -> Step:
+           same_rule: dict[str, list[Entry]], fmt: str, bumped: set[str], apart: set[str]) -> Step:
     if mark in markers:
         return Step(item, "noop", mark, markers[mark], "imported before")
     provenance = {clean_provenance(p) for p in item.provenance}
@@ -224,10 +236,10 @@ def _judge(ctx: Context, item: Item, mark: str, markers: dict[str, Entry],
         # own history is evidence, and falls through to be reinforced.
         if fmt != "pack" or provenance <= {clean_provenance(p) for p in e.provenance}:
             return Step(item, "noop", mark, e, "already in the store")
-    judged = ctx.nearest(item.body, item.scope)
+    judged = [(e, v) for e, v in ctx.nearest(item.body, item.scope) if e.id not in apart]
     decisive = next(((e, v) for e, v in judged if v.relation in (SAME, CONTRADICTS)), None)
     if decisive is None:  # nothing the judge is sure of: both rules are kept, the look-alikes listed
-        return Step(item, "add", mark, similar=[candidate(e, v) for e, v in judged if v.relation == UNSURE][:3])
+        return Step(item, "add", mark, similar=[candidate(e, v) for e, v in triage(judged).mentioned])
     old, verdict = decisive
     if verdict.relation == CONTRADICTS:
         return Step(item, "conflict", mark, old, verdict.reason)
@@ -303,6 +315,7 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
                                     first_seen=item.first_seen if item.kind == "learning" else None,
                                     last_seen=item.last_seen if item.kind == "learning" else None,
                                     always=item.always)
+    _carry_differs(steps, pending)
     added = [s for s in steps if s.action == "add"]
     reinforced = [s for s in steps if s.action == "reinforce"]
     if mode == "replace":
@@ -315,6 +328,36 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
     lines += [f"- mark {s.new_id} ({s.target.scope}) for every task, as {named(s.item)} is" for s in steps if s.mark]
     ctx.commit(subject + "\n\n" + "\n".join(lines) + "\n",
                {rel: (text if text and text.strip() else None) for rel, text in pending.items()})
+
+
+def _carry_differs(steps: list[Step], pending: dict[str, str | None]) -> None:
+    """Write the pack's `differs_from` pairs on the blocks this import adds, with the store's ids: a
+    pack id stands for the entry it was added as, or met in the store (reinforced or a noop); an id
+    that stands for none (an entry the pack does not hold, one left out as a conflict) is dropped.
+    A pair goes on an added block; a pair of two entries the store already held is left as the
+    store has it (its owner's judgement, not the pack's)."""
+    became = {s.item.id: s.new_id if s.action == "add" else s.target.id for s in steps
+              if s.item.id and (s.action == "add" or s.action in ("noop", "reinforce") and s.target is not None)}
+    added = {s.item.id for s in steps if s.action == "add" and s.item.id}
+    extra: dict[str, set[str]] = defaultdict(set)  # an added entry's id -> the store ids it differs from
+    for step in steps:
+        for other in step.item.differs:
+            one, two = became.get(step.item.id), became.get(other)
+            if one is None or two is None or one == two:
+                continue
+            if step.item.id in added:
+                extra[one].add(two)
+            elif other in added:
+                extra[two].add(one)
+    if not extra:
+        return
+    for rel, text in pending.items():
+        if not text or rel == "next_ids.json":
+            continue
+        found = [b for b in blocks.parse(text, rel, rel.split("/", 1)[0]).blocks if b.id in extra]
+        for block in sorted(found, key=lambda b: b.start, reverse=True):  # later blocks first: offsets hold
+            text = blocks.replace(text, block, blocks.with_differs(block, extra[block.id]))
+        pending[rel] = text
 
 
 def _summary(steps: list[Step], removed: list[str], commit: str | None, dry_run: bool) -> dict[str, Any]:

@@ -1,28 +1,34 @@
-"""Is a new rule the same as a stored one, its opposite, unrelated — or can whetstone not tell?
+"""How does a new rule relate to a stored one? Four answers, by the strength of the evidence.
 
 A correction is the most valuable thing a store holds, so the judge decides alone only when it is
-sure, and says "unsure" otherwise; whoever asked (capture, revise, import, compact, the global
-layer) then asks the caller — an agent or a person — or keeps both rules, and never merges on a
-guess. Embedding cosine cannot tell "keep emails brief" from "write long, detailed emails": it
-only says how much two rules are about the same thing. Being sure takes the words themselves:
+sure; but a memory that questions every new rule, or cries contradiction where there is none, is
+switched off. Embedding cosine cannot tell "keep emails brief" from "write long, detailed emails":
+it only says how much two rules are about the same thing. So the words decide what is asked:
 
-- **same**: the two rules say the same content words in the same order, after normalisation
-  (case, plurals and stems, "two" and "2", filler such as "please" or "decimal places"), with
-  the same polarity, in the same or a close scope;
-- **contradicts**: the two rules say the same thing except for one opposition: a negation on one
-  side only ("never right-align …"), two values of one attribute ("left" / "right",
-  "serif" / "sans-serif", "brief" / "long"), or different numbers ("2 decimals" / "0 decimals");
-- **unrelated**: too far apart: a cosine below the backend's `grey` bar, fitted on the labeled
-  pairs (scripts/fit_judge.py) so that nine in ten duplicates and contradictions clear it;
-- **unsure**: everything else that is close. An unsure pair with an opposition in it (antonyms,
-  a flipped polarity, different values) is flagged `opposed`: it may be a contradiction in other
-  words, and the question put to the caller is "which holds?".
+- **sure** (decided alone): **same** — the same content words, after normalisation (case, plurals
+  and stems, "two" and "2", filler such as "please"), with the same polarity, in the same or a close
+  scope; **contradicts** — the same content words but for one opposition: a negation on one side
+  only ("never right-align …"), two values of one attribute ("left" / "right", "brief" / "long"),
+  or different numbers ("2 decimals" / "0 decimals");
+- **likely** the same rule or its opposite (the caller is asked), in the same or a close scope: a
+  *specific* opposition — one of those three, with most of the rest of their content words shared
+  (`OPPOSED_SHARE`), not a negative word somewhere in one of them — or two rules close in meaning
+  (the backend's `ask` cosine) that share much of their wording (`CLOSE_WORDING`);
+- **related**, probably a different rule (written, the stored one mentioned): a cosine that stands
+  out from the rest of the store, at least the backend's `mention` above the new rule's mean cosine
+  to the store's entries (`baseline`): in one skill every rule shares the skill's vocabulary, and a
+  look-alike is one that is much closer than that;
+- **unrelated**: everything else.
+
+The bars (`ask`, `mention`, and the two shares) are fitted on the labeled pairs and the stream
+stores of tests/eval (scripts/fit_judge.py) and checked on their held-out split.
 """
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 import numpy as np
 
@@ -90,15 +96,23 @@ _NUMBER = re.compile(r"\d+(?:[.,]\d+)?")
 _RELATIONAL = frozenset("""to from into onto than instead rather over under before after above below as for with
 vs versus against per by between within without not""".split())
 
-SAME, CONTRADICTS, UNRELATED, UNSURE = "same", "contradicts", "unrelated", "unsure"
+SAME, CONTRADICTS, LIKELY, RELATED, UNRELATED = "same", "contradicts", "likely", "related", "unrelated"
+# Of the content words two opposed rules hold besides the words they differ in, the share they must
+# have in common for the opposition to be specific (the same thing, one attribute flipped): more for
+# two numbers, which as often measure two different things ("12 pt axis labels", "10 pt tick
+# labels"). And of all their content words, the share two rules close in meaning must have in common
+# to be likely one rule or opposites. Fitted on the dev split (scripts/fit_judge.py).
+OPPOSED_SHARE = {"negation": 0.4, "value": 0.4, "number": 0.6}
+CLOSE_WORDING = 0.3
 
 
 @dataclass(frozen=True)
 class Judgement:
-    """The judge's answer about a new rule and a stored one. `opposed`: something in them points
-    opposite ways (why is in `reason`), so an unsure pair may be a contradiction in other words."""
+    """The judge's answer about a new rule and a stored one. `opposed`: a likely pair whose words
+    point opposite ways on shared content (why is in `reason`): it may be a contradiction in other
+    words, and the question put to the caller is "which holds?"."""
 
-    relation: str          # same | contradicts | unrelated | unsure
+    relation: str          # same | contradicts | likely | related | unrelated
     similarity: float
     reason: str = ""
     opposed: bool = False
@@ -203,9 +217,11 @@ def may_oppose(readings: list[Reading]) -> np.ndarray:
     return out
 
 
-def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool) -> Judgement:
-    """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors and
-    whether their scopes are the same (or close)."""
+def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: bool,
+          baseline: float = 0.0) -> Judgement:
+    """How the rule `new` relates to the stored rule `old`, given the cosine of their vectors,
+    whether their scopes are the same (or close), and the mean cosine of `new` to the store's
+    entries (`baseline`: what any rule of the skill scores)."""
     a, b = read(new), read(old)
     kind, reason, differing = opposition(a, b)
     if kind:
@@ -216,11 +232,44 @@ def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: 
             rest_a, rest_b = a.sequence, b.sequence
         if rest_a == rest_b and rest_a:  # the same rule but for the one opposition
             return Judgement(CONTRADICTS, similarity, reason, True)
+        if same_scope and share(set(rest_a), set(rest_b)) >= OPPOSED_SHARE[kind]:
+            return Judgement(LIKELY, similarity, reason, True)
     elif same_words(a, b) and same_scope and a.permits == b.permits:
         return Judgement(SAME, similarity)
-    if similarity >= config.threshold("grey"):
-        return Judgement(UNSURE, similarity, reason, bool(kind))
-    return Judgement(UNRELATED, similarity, reason, bool(kind))
+    if same_scope and similarity >= config.threshold("ask") and share(set(a.sequence), set(b.sequence)) >= CLOSE_WORDING:
+        return Judgement(LIKELY, similarity, reason)
+    if similarity >= config.threshold("candidate") and similarity - baseline >= config.threshold("mention"):
+        return Judgement(RELATED, similarity, reason)
+    return Judgement(UNRELATED, similarity, reason)
+
+
+def share(a: set[str], b: set[str]) -> float:
+    """The share of two sets of words that both hold (Jaccard)."""
+    return len(a & b) / len(a | b) if a or b else 0.0
+
+
+@dataclass(frozen=True)
+class Triage:
+    """What a write does with the judge's answers about the stored rules nearest a new one (closest
+    first): the closest it is sure of decides (`decisive`: the same rule, or a contradiction); else
+    the likely ones are put to the caller (`likely`), and a rule written anyway names the likely and
+    related ones (`mentioned`), at most `CANDIDATES` each, nearest first."""
+
+    decisive: tuple[Any, Judgement] | None
+    likely: list[tuple[Any, Judgement]]
+    mentioned: list[tuple[Any, Judgement]]
+
+
+CANDIDATES = 3  # look-alikes put to the caller, or mentioned, for one new rule
+
+
+def triage(judged: list[tuple[Any, Judgement]]) -> Triage:
+    """Sort the judge's answers about the rules nearest a new one (closest first) into what decides,
+    what to ask about and what to mention."""
+    decisive = next(((e, j) for e, j in judged if j.relation in (SAME, CONTRADICTS)), None)
+    likely = [(e, j) for e, j in judged if j.relation == LIKELY][:CANDIDATES]
+    mentioned = [(e, j) for e, j in judged if j.relation in (LIKELY, RELATED)][:CANDIDATES]
+    return Triage(decisive, likely, mentioned)
 
 
 def contradiction(a: str, b: str, similarity: float, config: Config, *, same_scope: bool = True) -> str:

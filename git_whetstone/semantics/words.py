@@ -77,3 +77,12 @@ def content_words(text: str) -> list[str]:
 def content_of(tokens: list[str]) -> list[str]:
     """`content_words` of a text whose `words` are `tokens`."""
     return [stem(t) for t in tokens if t not in STOPWORDS]
+
+
+def name_words(name: str) -> tuple[str, ...]:
+    """A short name (a scope) as compact compares names: its words stemmed and sorted, stopwords out
+    but negations kept ("no emoji" is not "emoji"), small numbers as digits. Case, plurals, word order
+    and punctuation do not count; a value does ("light theme" is not "dark theme", "level 1" not
+    "level 2")."""
+    tokens = words(name)
+    return tuple(sorted(stem(t) for t in tokens if t not in STOPWORDS or t in NEGATIONS)) or tuple(sorted(tokens))
