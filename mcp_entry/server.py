@@ -7,6 +7,11 @@ prints after `git whetstone: `; the server keeps serving. Configuration is loade
 on every call (WHETSTONE_STORE_ROOT, the config file), and the library's in-memory index notices
 a store that changed under it (a hand edit, another process's capture, a git revert).
 
+When the client declares the `sampling` capability, capture and revise hand the library a
+`decide`: a look-alike whetstone would otherwise put to the agent (`needs_confirmation`) is first
+put to the host's model (`sampling/createMessage`, both rules, one word back), within
+`sampling_timeout` seconds; no clear word, a refusal or a timeout leaves the question to the agent.
+
 Run it as `whetstone-mcp`, `git whetstone mcp`, `python -m mcp_entry.server`, or `whetstone` with
 no arguments and stdin not a terminal.
 """
@@ -14,15 +19,23 @@ from __future__ import annotations
 
 import json
 import logging
+import string
 import threading
-from typing import Annotated, Any, Callable
+import warnings
+from typing import TYPE_CHECKING, Annotated, Any, Callable
 
-from mcp.server.mcpserver import MCPServer
-from mcp.types import CallToolResult, TextContent
+import anyio
+import anyio.from_thread
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.shared.exceptions import MCPDeprecationWarning
+from mcp.types import CallToolResult, ClientCapabilities, SamplingCapability, SamplingMessage, TextContent
 from pydantic import Field
 
 from git_whetstone import __version__
 from git_whetstone.base.errors import WhetstoneError
+
+if TYPE_CHECKING:
+    from git_whetstone.index.records import Entry
 
 INSTRUCTIONS = (
     "whetstone remembers one person's taste for each AI skill: learnings (weighted preferences) and "
@@ -80,6 +93,87 @@ def _call(fn: Callable[..., dict[str, Any]], *args: Any, **kwargs: Any) -> CallT
 
 def _error(message: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(type="text", text=message)], is_error=True)
+
+
+# --- the host's model as a second judge (MCP sampling) -----------------------------------------------
+
+SAMPLING_PROMPT = (
+    "You compare two rules one person gave an AI assistant, kept in a memory of their preferences. "
+    "Answer with exactly one word: same, replaces, contradicts or different.")
+SAMPLING_TOKENS = 8  # one word, and room for a full stop
+
+
+def _with_host(fn: Callable[..., dict[str, Any]], ctx: Context | None, skill: object,
+               scope: object) -> Callable[..., dict[str, Any]]:
+    """`fn` (the library's capture or revise) called with the configuration loaded here and, when
+    the client offers sampling and `sampling_timeout` is above 0, a `decide` that asks the host's
+    model about a look-alike."""
+    def run(*args: Any, **kwargs: Any) -> dict[str, Any]:
+        from git_whetstone.base.config import load
+        config = load()
+        decide = _host_model(ctx, config.sampling_timeout, skill, scope)
+        return fn(*args, config=config, decide=decide, **kwargs)
+    run.__name__ = getattr(fn, "__name__", "call")
+    return run
+
+
+def _host_model(ctx: Context | None, timeout: float, skill: object,
+                scope: object) -> Callable[[str, Entry], str | None] | None:
+    """A `decide` for the library that puts a pair to the host's model through the client
+    (`sampling/createMessage`), or None when the client did not declare sampling or it is off.
+    It runs on the tool's worker thread and awaits the answer on the server's event loop (which
+    keeps serving meanwhile); no clear answer in time is None, never an error."""
+    if ctx is None or timeout <= 0:
+        return None
+    try:
+        session = ctx.request_context.session
+        request_id = ctx.request_context.request_id
+        if not session.check_client_capability(ClientCapabilities(sampling=SamplingCapability())):
+            return None
+    except Exception as exc:  # no request context (a direct call), a transport without one
+        log.debug("whetstone: no sampling: %r", exc)
+        return None
+
+    def decide(body: str, entry: Entry) -> str | None:
+        async def ask() -> Any:
+            with anyio.fail_after(timeout):
+                return await session.create_message(
+                    messages=[SamplingMessage(role="user", content=TextContent(
+                        type="text", text=_question(skill, body, scope, entry)))],
+                    max_tokens=SAMPLING_TOKENS, system_prompt=SAMPLING_PROMPT, related_request_id=request_id)
+        try:
+            result = anyio.from_thread.run(ask)
+        except Exception as exc:  # a refusal (MCPError), a timeout, a closed connection: the agent is asked
+            log.debug("whetstone: the host's model did not judge %s: %r", entry.id, exc)
+            return None
+        verdict = answer_of(result)
+        log.debug("whetstone: the host's model judged %s: %r", entry.id, verdict)
+        return verdict
+    return decide
+
+
+def _question(skill: object, body: str, scope: object, entry: Entry) -> str:
+    """The user message put to the host's model: both rules with their scopes, and the four answers."""
+    where = f" (scope: {scope})" if isinstance(scope, str) and scope.strip() else ""
+    return (f"Two rules from one person's corrections for the skill '{skill}'.\n\n"
+            f"Stored rule (scope: {entry.scope}): {entry.body}\n"
+            f"New rule{where}: {body}\n\n"
+            "How does the new rule relate to the stored one? Answer with exactly one word:\n"
+            "same - it says the same thing, perhaps in other words;\n"
+            "replaces - it changes the stored rule (the person changed their mind): the new one holds instead;\n"
+            "contradicts - the two cannot both hold, and it is unclear which one the person wants now;\n"
+            "different - both hold: they are about different things or different cases.")
+
+
+def answer_of(result: Any) -> str | None:
+    """The host model's answer: its text stripped, lower-cased, its surrounding punctuation removed;
+    one of the words the library's `decide` may say (`ops.capture.VERDICTS`), or None for anything else."""
+    from git_whetstone.ops.capture import VERDICTS
+    content = getattr(result, "content", None)
+    blocks = content if isinstance(content, list) else [content]
+    text = "".join(getattr(block, "text", "") or "" for block in blocks if getattr(block, "type", "") == "text")
+    word = text.strip().lower().strip(string.punctuation + string.whitespace)
+    return word if word in VERDICTS else None
 
 
 def tool(fn: Callable[..., Result]) -> Callable[..., Result]:
@@ -142,6 +236,7 @@ def capture(
         "true when the user states the rule for everything done with this skill, not for one kind of "
         "task (e.g. a language, dialect, tone or house style that holds whatever the task): recall then "
         "returns it on every call."))] = None,
+    ctx: Context | None = None,
 ) -> Result:
     """Call this the moment you act on a correction or stated preference from the user, not at the end
     of the task: one correction is enough for it to stick. Use polarity 'learning' for taste and
@@ -155,11 +250,13 @@ def capture(
     'replace:<id>' if it changes that rule (the user changed their mind), 'keep:<id>' if the stored rule
     still holds and the new one should not be kept, or 'new' if it is a different rule; when you cannot
     tell, or the two contradict, ask the user which holds. If you already know the relation, pass confirm
-    on the first call. A result with `similar` was stored but looks like those entries: check them. If
-    it carries a promotion question, ask the user and answer it with revise. Relay the returned
-    confirmation to the user."""
+    on the first call. When the host offers sampling, whetstone may first ask the host's model about
+    such a pair and act on its clear answer (the result then says decided_by 'host-model'). A result
+    with `similar` was stored but looks like those entries: check them. If it carries a promotion
+    question, ask the user and answer it with revise. Relay the returned confirmation to the user."""
     from git_whetstone.ops.capture import capture as run_capture
-    return _call(run_capture, skill, polarity, body, scope, provenance, run_id, confirm, always)
+    return _call(_with_host(run_capture, ctx, skill, scope), skill, polarity, body, scope, provenance, run_id,
+                 confirm, always)
 
 
 @tool
@@ -183,6 +280,7 @@ def revise(
     target: Annotated[str | None, Field(description=(
         "The entry the action is about, for same/replace/distinct, e.g. 'L3' (an id a capture's similar "
         "or candidates named)."))] = None,
+    ctx: Context | None = None,
 ) -> Result:
     """Change an entry that recall showed, by its id: reinforce it when the user repeats it, weaken it
     when they push back, reword it (body) or move it (scope), promote a learning the user now treats as
@@ -193,7 +291,8 @@ def revise(
     replace or distinct; it is done in one commit, without a question. Relay the returned
     confirmation to the user."""
     from git_whetstone.ops.revise import revise as run_revise
-    return _call(run_revise, skill, entry_id, action, body, scope, run_id, confirm, always, target)
+    return _call(_with_host(run_revise, ctx, skill, scope), skill, entry_id, action, body, scope, run_id, confirm,
+                 always, target)
 
 
 @tool
@@ -210,6 +309,10 @@ def metrics(
 def main() -> None:
     """Serve the five tools over stdio until the host closes stdin."""
     tune_malloc()
+    # MCP's 2026-07-28 revision deprecates sampling (SEP-2577); the hosts that offer it speak an
+    # earlier one, and a warning on stderr for every pair put to their model would only be noise
+    warnings.filterwarnings("ignore", message="The sampling capability is deprecated",
+                            category=MCPDeprecationWarning)
     server.run("stdio")
 
 

@@ -85,6 +85,9 @@ class Config:
     supervision: str = "balanced"
     lock_timeout: float = 10.0
     vector_scan: str = "auto"
+    # seconds the MCP server waits for the host's model when it asks it about a look-alike (MCP
+    # sampling, when the client offers it); 0: never ask it
+    sampling_timeout: float = 8.0  # under lock_timeout: the store stays locked while the host's model answers
     thresholds: dict[str, dict[str, float]] = field(
         default_factory=lambda: {b: dict(t) for b, t in DEFAULT_THRESHOLDS.items()})
 
@@ -172,6 +175,7 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "supervision": _one_of(SUPERVISION_MODES),
     "lock_timeout": _as_float(0, open_low=True),
     "vector_scan": _one_of(("auto", "int8", "numpy")),
+    "sampling_timeout": _as_float(0),
 }
 _unit = _as_float(-1, 1)
 

@@ -16,11 +16,24 @@ The caller answers with `confirm`: `same:<id>` (the same rule: reinforce it), `r
 beside it, `differs_from`, so that pair is never raised again), `yes` (go ahead). The caller may
 also say it up front. `new` never stores a copy of a rule the store holds in the same words.
 
+A door may lend the judge a second opinion, `decide` (the MCP server: the host's model, asked
+through MCP sampling): in `balanced` mode, before the likely look-alikes are put to the caller,
+each is put to `decide`, nearest first, and a clear answer is acted on as the caller's would be
+(the outcome then carries `decided_by: "host-model"`). `same` decides as the judge does when it is
+sure the two are one rule (a learning reinforced, an issue left as it is; a learning stated now as
+an issue still asks before it hardens: that is a promotion, the person's call); `replaces` as
+`confirm='replace:<id>'`; `contradicts` reports the conflict (nothing written); `different` goes on
+to the next look-alike, and when every one is different the rule is written with them recorded as
+holding beside it, as `confirm='new'` does. No answer (None) for any of them leaves the question to
+the caller, as without `decide`. `supervised` never asks `decide` (the person asked to be asked),
+nor does `autonomous` (it writes).
+
 `always` marks the rule as one for every task of the skill (`- applies: always`): recall returns it
 first, every time. Said of a rule already stored, the mark is added to it in the same commit.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -30,7 +43,7 @@ from ..base.errors import WhetstoneError
 from ..format import blocks
 from ..format.layout import GLOBAL, GLOBAL_PREFIX
 from ..index.records import Entry
-from ..semantics.judge import CONTRADICTS, SAME, Judgement, contradiction, triage
+from ..semantics.judge import CONTRADICTS, SAME, Judgement, Triage, contradiction, triage
 from ..store import events
 from .attach import create
 from .context import Context, candidate
@@ -39,13 +52,23 @@ from .inputs import (Answer, answer, clean_always, clean_body, clean_provenance,
 from .workspace import Workspace
 from .writes import Outcome, ask, brief, harden, mark, reinforce
 
+# What a door's `decide` may answer about a new rule and a stored look-alike (None: no clear answer).
+VERDICTS = ("same", "replaces", "contradicts", "different")
+HOST = "host-model"  # `decided_by` of an outcome the door's `decide` settled
+Decide = Callable[[str, Entry], str | None]
+
 
 def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = "", run_id: str | None = None,
             confirm: bool | str | None = None, always: bool | None = False, *,
-            config: Config | None = None) -> dict[str, Any]:
+            config: Config | None = None, decide: Decide | None = None) -> dict[str, Any]:
     """Record a correction as a learning (taste) or an issue (always/never rule), or reinforce the
     entry that already says it; `always` marks a rule for every task of the skill. Returns
-    `{status, entry_id, recurrence, confirmation, …}`."""
+    `{status, entry_id, recurrence, confirmation, …}`.
+
+    `decide(body, entry)`, if given, is asked (in `balanced` mode) about each stored entry the
+    judge finds *likely* the same rule as `body` or its opposite, nearest first, before the caller
+    would be: it returns "same", "replaces", "contradicts", "different", or None when it has no
+    clear answer (then the caller is asked, as without it). See the module's docstring."""
     ws = Workspace.of(config)
     kind = polarity_kind(polarity)
     body, scope = clean_body(body), clean_scope(scope)
@@ -56,14 +79,16 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
     create(store)
     with store.lock():
         ctx = Context.open(ws, store)
-        outcome = _global_conflict(ctx, body, said) or _capture(ctx, kind, body, scope, said_by, said, every)
+        outcome = (_global_conflict(ctx, body, said)
+                   or _capture(ctx, kind, body, scope, said_by, said, every, decide))
         warnings = list(ctx.snap.warnings) + store.warnings
     result = outcome.json(skill=store.skill, status=None, entry_id=None, recurrence=None, confirmation=None,
                           polarity=kind, scope=scope, always=every, run_id=run_id, warnings=warnings)
     looked = outcome.extra.get("candidates") or outcome.extra.get("similar") or []
     events.append(store.path, "capture", run_id=run_id, status=outcome.status, entry_id=outcome.entry_id,
                   polarity=kind, scope=scope, conflicts_with=(outcome.extra.get("conflicts_with") or {}).get("id"),
-                  **({"look_alikes": [c["id"] for c in looked]} if looked else {}))
+                  **({"look_alikes": [c["id"] for c in looked]} if looked else {}),
+                  **({"decided_by": outcome.extra["decided_by"]} if "decided_by" in outcome.extra else {}))
     return result
 
 
@@ -95,7 +120,7 @@ def _global_conflict(ctx: Context, body: str, said: Answer) -> Outcome | None:
 
 
 def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer,
-             every: bool = False) -> Outcome:
+             every: bool = False, decide: Decide | None = None) -> Outcome:
     if said.target:  # the caller said what the new rule is to a stored one
         return _as_said(ctx, kind, body, scope, said_by, said, every)
     found = triage(ctx.nearest(body, scope))
@@ -116,6 +141,11 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
         raise WhetstoneError(f"confirm='{said.verb}' is ambiguous here: say which entry, e.g. "
                              f"'{said.verb}:{asked[0][0].id}' (look-alikes: {', '.join(e.id for e, _ in asked)})")
     if found.likely and said.verb != "new" and ctx.config.supervision != "autonomous":
+        if decide is not None and ctx.config.supervision == "balanced":
+            decided = _host_decides(ctx, kind, body, scope, said_by, said, every, found, decide)
+            if decided is not None:
+                decided.extra["decided_by"] = HOST
+                return decided
         return _ask_about(found.likely, body)
     if ctx.config.supervision == "supervised" and said.verb not in ("yes", "new"):
         what = "learning" if kind == "learning" else "issue (a mandatory rule)"
@@ -123,6 +153,39 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    f"confirm='yes' to write it.", **_mentions(found.mentioned))
     # "both hold": the answer is remembered with the new rule, so the pair is never raised again
     answered = [] if said.verb != "new" else [e for e, _ in [*filter(None, [found.decisive]), *found.likely]]
+    outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
+    outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
+    return outcome
+
+
+def verdict_of(decide: Decide, body: str, entry: Entry) -> str | None:
+    """What `decide` says of the new rule `body` and the stored `entry`: one of VERDICTS, or None
+    (no clear answer: anything else it returns)."""
+    said = decide(body, entry)
+    return said if isinstance(said, str) and said in VERDICTS else None
+
+
+def host_contradiction(verdict: Judgement) -> str:
+    """The `reason` of a conflict the door's `decide` found (with the judge's own, if it had one)."""
+    return "the host's model judged that the two contradict" + (f" ({verdict.reason})" if verdict.reason else "")
+
+
+def _host_decides(ctx: Context, kind: str, body: str, scope: str, said_by: str, said: Answer, every: bool,
+                  found: Triage, decide: Decide) -> Outcome | None:
+    """The likely look-alikes put to the door's `decide`, nearest first, and its clear answer acted
+    on; None (the caller is asked) as soon as it has none about one of them."""
+    for old, verdict in found.likely:
+        host = verdict_of(decide, body, old)
+        if host is None:
+            return None
+        if host == "same":  # as the judge does when it is sure (hardening a learning still asks)
+            return _same(ctx, kind, body, old, said_by, said, every)
+        if host == "replaces":
+            return _as_said(ctx, kind, body, scope, said_by, Answer("replace", old.id), every)
+        if host == "contradicts":
+            return _conflict(old, body, Judgement(CONTRADICTS, verdict.similarity, host_contradiction(verdict), True))
+    # every look-alike is a different rule: stored, the pairs remembered as both holding
+    answered = [e for e, _ in found.likely]
     outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
     outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
     return outcome

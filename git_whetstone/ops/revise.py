@@ -11,6 +11,17 @@ With a `target` the call settles how two entries relate, as the caller judged th
 commit, with no further question, in every supervision mode): `same` folds the entry into the
 target, `replace` removes the target, `distinct` records that both hold (`differs_from`), so the
 pair is never asked about again.
+
+A door's `decide` (see capture) is asked, in `balanced` mode, about the look-alikes a reworded,
+moved, promoted or demoted entry would be put to the caller about, nearest first. `different` for
+every one lets the change go ahead, with each pair recorded as both holding (`differs_from`; not
+for promote and demote, which give the entry a new id), and a promotion or demotion still asks
+the person to confirm it; `contradicts` stops it as the judge's own contradiction does (`conflict`,
+nothing written). `same` and `replaces` are not acted on: each would need the change and the fold
+or removal of the other entry in one commit, which a revise does not make. They come back as
+`needs_confirmation` saying what the host's model judged, naming that entry and the one call that
+settles it. Every outcome a `decide` answer settled carries `decided_by: "host-model"`; no clear
+answer (None) for any look-alike asks the caller, as without `decide`.
 """
 from __future__ import annotations
 
@@ -26,6 +37,7 @@ from ..format.layout import GLOBAL, GLOBAL_PREFIX
 from ..index.records import Entry, differs
 from ..semantics.judge import CONTRADICTS, LIKELY, SAME, Judgement, triage
 from ..store import events
+from .capture import HOST, Decide, host_contradiction, verdict_of
 from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from .workspace import Workspace
@@ -40,12 +52,18 @@ _ID = re.compile(r"(?:[Gg]:)?[LlIi][1-9]\d*")
 
 def revise(skill: str, entry_id: str, action: str | None = None, body: str | None = None, scope: str | None = None,
            run_id: str | None = None, confirm: bool | str | None = None, always: bool | None = None,
-           target: str | None = None, *, config: Config | None = None) -> dict[str, Any]:
+           target: str | None = None, *, config: Config | None = None,
+           decide: Decide | None = None) -> dict[str, Any]:
     """Change an entry recall showed: reinforce, weaken, remove, promote (learning → issue) or demote
     (issue → learning), optionally rewording it (`body`) or moving it to another `scope`; or, with
     no action, set (`always=True`) or clear (`always=False`) its mark as a rule for every task; or
     settle how it relates to the entry `target`: the same rule (`same`), its replacement
-    (`replace`), or a rule that holds beside it (`distinct`)."""
+    (`replace`), or a rule that holds beside it (`distinct`).
+
+    `decide(body, entry)`, if given, is asked (in `balanced` mode) about each stored entry the
+    judge finds *likely* the same rule as the changed one or its opposite, nearest first, before
+    the caller would be: it returns "same", "replaces", "contradicts", "different", or None when it
+    has no clear answer (then the caller is asked, as without it). See the module's docstring."""
     ws = Workspace.of(config)
     always = None if always is None else clean_always(always)  # None: the mark stays as it is
     if action in (None, "") and always is not None:
@@ -78,12 +96,13 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         if target:
             outcome = _pair(ctx, entry, ctx.entry(target), action)
         else:
-            outcome = _revise(ctx, entry, action, new_body, new_scope, said)
+            outcome = _revise(ctx, entry, action, new_body, new_scope, said, decide)
         warnings = list(ctx.snap.warnings) + store.warnings
     result = outcome.json(skill=store.skill, status=None, action=action, entry_id=None, target=target,
                           recurrence=None, confirmation=None, run_id=run_id, warnings=warnings)
     events.append(store.path, "revise", run_id=run_id, action=action, status=outcome.status,
-                  entry_id=entry_id, new_entry_id=outcome.entry_id, **({"target": target} if target else {}))
+                  entry_id=entry_id, new_entry_id=outcome.entry_id, **({"target": target} if target else {}),
+                  **({"decided_by": outcome.extra["decided_by"]} if "decided_by" in outcome.extra else {}))
     return result
 
 
@@ -210,14 +229,28 @@ def _changed(ctx: Context, changes: list[tuple[Entry, Callable[[blocks.Block], s
 
 
 def _revise(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
-            said: Answer) -> Outcome:
+            said: Answer, decide: Decide | None = None) -> Outcome:
     judged = _judged(ctx, entry, action, body, scope, said)
-    outcome = _change(ctx, entry, action, body, scope, said, judged)
+    host = _Host(decide, body or entry.body)
+    outcome = _change(ctx, entry, action, body, scope, said, judged, host)
     answered = {e.id for e, j in judged if said.verb == "new" and j.relation in (LIKELY, CONTRADICTS)}
+    answered |= host.different  # the look-alikes the host's model judged rules of their own
     mentioned = [(e, j) for e, j in triage(judged).mentioned if e.id not in answered]
     if outcome.status == "committed" and mentioned:  # done, and the look-alikes named for a follow-up
         outcome.extra["similar"] = [candidate(e, j) for e, j in mentioned]
+    if host.decided:
+        outcome.extra["decided_by"] = HOST
     return outcome
+
+
+class _Host:
+    """A door's `decide` for one revise, the changed entry's new wording, and what its answers
+    settled: `decided` once one was acted on, `different` the ids it judged hold beside the entry."""
+
+    def __init__(self, decide: Decide | None, body: str) -> None:
+        self.decide, self.body = decide, body
+        self.decided = False
+        self.different: set[str] = set()
 
 
 def _judged(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
@@ -230,7 +263,7 @@ def _judged(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
 
 
 def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: str | None,
-            said: Answer, judged: list[tuple[Entry, Judgement]]) -> Outcome:
+            said: Answer, judged: list[tuple[Entry, Judgement]], host: _Host | None = None) -> Outcome:
     if action in ("reinforce", "weaken") and entry.kind != "learning":
         raise WhetstoneError(f"{entry.id} is an issue: issues have no weight to {action}; "
                              f"use demote or remove")
@@ -256,7 +289,7 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
                    {entry.path: blocks.replace(text, block, blocks.update_fields(block, {}, said_by))})
         return Outcome("committed", entry.id, recurrence, f"{entry.id} stays a learning; whetstone will not ask again.")
 
-    stop = _judge_change(ctx, entry, action, judged, recurrence, said)
+    stop = _judge_change(ctx, entry, action, judged, recurrence, said, host)
     if stop is not None:
         return stop
 
@@ -286,12 +319,13 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
 
 
 def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[Entry, Judgement]],
-                  recurrence: int | None, said: Answer) -> Outcome | None:
+                  recurrence: int | None, said: Answer, host: _Host | None = None) -> Outcome | None:
     """A reworded, moved, promoted or demoted entry against the rest of the store, as a capture is
     judged: what the judge is sure contradicts it, or already says it, stops the change (nothing
     written); look-alikes that are likely the same rule or its opposite are put to the caller first
     (unless `autonomous`, or the caller already said go ahead: they are then named in the result).
-    None lets the change go ahead."""
+    None lets the change go ahead. The door's `decide` (`host`), in `balanced` mode, is asked
+    before the caller (`_host_judges`)."""
     if said.verb == "new":  # the caller said it holds beside its look-alikes: remembered with the change
         if action not in ("promote", "demote"):  # (which give the entry a new id)
             found = triage(judged)
@@ -312,12 +346,55 @@ def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[En
                 {"duplicate_of": brief(other)})
     likely = triage(judged).likely
     if likely and ctx.config.supervision != "autonomous" and said.verb != "yes":
+        if host is not None and host.decide is not None and ctx.config.supervision == "balanced":
+            stop = _host_judges(ctx, entry, action, likely, recurrence, host)
+            if stop is not None or host.decided:  # stopped, or every look-alike judged a rule of its own
+                return stop
         listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in likely)
         return ask(f"The revised {entry.id} is close to {listed}, and whetstone cannot tell whether it says the "
                    f"same, the opposite or something else. Nothing was written. Repeat with confirm='new' to go "
                    f"ahead, or settle it with the user first (revise {entry.id} same, replace or distinct with "
                    f"target {likely[0][0].id}).",
                    entry.id, recurrence, candidates=[candidate(e, j) for e, j in likely])
+    return None
+
+
+def _host_judges(ctx: Context, entry: Entry, action: str, likely: list[tuple[Entry, Judgement]],
+                 recurrence: int | None, host: _Host) -> Outcome | None:
+    """The likely look-alikes of a changed entry put to the door's `decide`, nearest first: an
+    outcome that stops the change when it judges one the same rule, its replacement or its
+    opposite; None with `host.decided` set (the change goes ahead, the pairs remembered as both
+    holding) when it judges every one a different rule; None as soon as it has no clear answer
+    about one (the caller is asked)."""
+    for other, verdict in likely:
+        said = verdict_of(host.decide, host.body, other) if host.decide is not None else None
+        if said is None:
+            return None
+        if said == "different":
+            continue
+        host.decided = True
+        title = f"\"{blocks.derive_title(other.body)}\""
+        if said == "contradicts":
+            why = host_contradiction(verdict)
+            return Outcome("conflict", entry.id, recurrence, extra={
+                "conflicts_with": brief(other), "reason": why,
+                "prompt": f"The revised rule contradicts {other.id} ({other.scope}): {title} — {why}. Nothing was "
+                          f"written. Ask the user which holds: resolve {other.id} first, or repeat with "
+                          f"confirm='new' if both hold."})
+        if said == "same":
+            return ask(f"The host's model judged that the revised {entry.id} says the same as {other.id} "
+                       f"({other.scope}): {title}. Nothing was written. Ask the user: revise {entry.id} same with "
+                       f"target {other.id} folds {entry.id} into {other.id}; repeat with confirm='new' if both "
+                       f"hold after all.", entry.id, recurrence, candidates=[candidate(other, verdict)],
+                       duplicate_of=brief(other))
+        return ask(f"The host's model judged that the revised {entry.id} replaces {other.id} ({other.scope}): "
+                   f"{title}. Nothing was written. Ask the user: revise {entry.id} replace with target {other.id} "
+                   f"removes {other.id}, then repeat this call; or repeat with confirm='new' if both hold.",
+                   entry.id, recurrence, candidates=[candidate(other, verdict)])
+    host.decided = True
+    host.different = {e.id for e, _ in likely}
+    if action not in ("promote", "demote"):  # (which give the entry a new id)
+        ctx.remember_both_hold(entry.id, [e for e, _ in likely])
     return None
 
 
