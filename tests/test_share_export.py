@@ -1,36 +1,36 @@
-"""Export's fast path against the way a pack was built before (issue 20): every scope file parsed
-from its markdown, each block rendered by `blocks.render`, appended with `blocks.append`, and the
-archive written by `tarfile`. The same store must give the same bytes, whatever state its files
-and its index are in."""
+"""Export against the way a pack is built from scratch: every scope file parsed from its markdown,
+each block rendered by `blocks.render`, appended with `blocks.append`, and the archive written by
+`tarfile`. The same store must give the same bytes, whatever state its files and its index are in,
+and a pack written another way (the previous exporter's chunked gzip, another tar format, member
+order or compression level) must import the same."""
 from __future__ import annotations
 
 import datetime as dt
 import gzip
 import hashlib
 import io
-import os
-import subprocess
-import sys
+import re
 import struct
 import tarfile
 import zlib
 from pathlib import Path
 
-import pytest
 from hypothesis import given, settings, strategies as st
 
 from git_whetstone.format import blocks
 from git_whetstone.format.layout import KIND_FOLDER, scope_filename, scope_key
 from git_whetstone.index import freshness
 from git_whetstone.index.reading import read_file
-from git_whetstone.ops import packcache, packs
+from git_whetstone.ops import packs
 from git_whetstone.ops.capture import capture
-from git_whetstone.ops.packcache import export_pack
-from git_whetstone.ops.packs import Item, id_order, joined, render_manifest, store_items, tar_bytes
+from git_whetstone.ops.packs import Item, export_pack, id_order, joined, read_pack, render_manifest, store_items
 from git_whetstone.ops.recall import recall
-from git_whetstone.ops.share import export
+from git_whetstone.ops.share import export, import_pack
 from git_whetstone.ops.workspace import Workspace
-from tests.helpers import bench_store, git
+from tests.helpers import bench_store, git, tree_state
+
+DAY = dt.date(2026, 7, 1)
+GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags (no name), time 0, OS unknown
 
 
 def reference_items(store) -> tuple[list[Item], list[str]]:
@@ -66,10 +66,9 @@ def reference_canonical(item: Item) -> str:
     return blocks.render(item.id or "", item.title, fields, item.body)
 
 
-def reference_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
-    """build_pack as it was: a block at a time, and tarfile's own archive, compressed by `deflate`
-    with nothing cached (`test_deflate_*` hold `deflate` to gzip)."""
-    return packs.deflate(reference_tar(reference_members(skill, items, day)))[0]
+def reference_tar_of(skill: str, items: list[Item], day: dt.date) -> bytes:
+    """The archive inside a pack of `items`, built as it was: a block at a time, and `tarfile`."""
+    return reference_tar(reference_members(skill, items, day))
 
 
 def reference_members(skill: str, items: list[Item], day: dt.date) -> list[tuple[str, bytes]]:
@@ -103,7 +102,7 @@ def reference_tar(members: list[tuple[str, bytes]]) -> bytes:
     return raw.getvalue()
 
 
-def test_export_gives_the_bytes_the_old_path_gave(monkeypatch, tmp_path: Path) -> None:
+def test_export_is_the_pack_from_scratch_whatever_state_the_store_is_in(monkeypatch, tmp_path: Path) -> None:
     _, config, built = bench_store(monkeypatch, "big", 3_000, 5)
     path = built.path
     capture("big", "issue", 'Always quote the source "as given" in C:\\reports\\ footers.', "table footers",
@@ -134,8 +133,7 @@ def test_export_gives_the_bytes_the_old_path_gave(monkeypatch, tmp_path: Path) -
                     "- first_seen: 2026-01-02\n- last_seen: 2026-01-02\n- scope: twin\n\nTwin.\n", encoding="utf-8")
     store = Workspace.of(config).store("big")
     want_items, want_warnings = reference_items(store)
-    day = dt.date(2026, 7, 1)
-    want = reference_pack("big", want_items, day)
+    want = reference_tar_of("big", want_items, DAY)
     assert any(i.always for i in want_items) and any(i.kind == "issue" for i in want_items)
     assert any("serving the last committed version" in w for w in want_warnings)
     assert any("duplicate id" in w for w in want_warnings)
@@ -152,7 +150,9 @@ def test_export_gives_the_bytes_the_old_path_gave(monkeypatch, tmp_path: Path) -
         assert (items, warnings) == (want_items, want_warnings), state
         out = tmp_path / "big.tar.gz"
         result = export("big", str(out), config=config)
-        assert out.read_bytes() == want, state
+        data = out.read_bytes()
+        assert data[:10] == GZIP_HEADER and gzip.decompress(data) == want, state
+        assert data == packs.build_pack("big", want_items, DAY), state  # the same bytes every time
         assert result["warnings"] == want_warnings and result["learnings"] + result["issues"] == len(want_items)
 
 
@@ -166,167 +166,33 @@ def test_blocks_joined_at_once_as_appended_one_by_one(texts: list[str]) -> None:
     assert joined(texts) == want
 
 
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.tuples(st.text(alphabet="ab/._-é", min_size=1, max_size=130), st.binary(max_size=1100)),
-                max_size=5))
-def test_tar_bytes_are_what_tarfile_writes(members: list[tuple[str, bytes]]) -> None:
-    try:
-        want = reference_tar(members)
-    except ValueError:  # a name ustar cannot hold: tarfile refuses it, and so must we
-        with pytest.raises(ValueError):
-            tar_bytes(members)
-        return
-    assert tar_bytes(members) == want
-
-
 @given(st.text(max_size=40))
 def test_provenance_is_encoded_as_blocks_encodes_it(value: str) -> None:
     item = Item("L1", "learning", "s", "Body.", "Body.", 1, "2026-01-01", "2026-01-01", (value,))
     assert packs.canonical(item) == reference_canonical(item)
 
 
-# --- the cache in .git (issue 20: an export reads only what changed since the last one) ---------
-
-DAY = dt.date(2026, 7, 1)
-
+# --- what export reports, and scope files laid out by hand -----------------------------------------
 
 def from_scratch(config, skill: str) -> tuple[bytes, list[str], int, int, int]:
-    """The pack and its report as the store's markdown gives them, nothing cached or indexed."""
+    """The archive inside the pack, and the report, as the store's markdown gives them, nothing indexed."""
     store = Workspace.of(config).store(skill)
     items, warnings = reference_items(store)
     scopes = len({scope_key(i.scope) for i in items})
     learnings = sum(i.kind == "learning" for i in items)
-    return reference_pack(skill, items, DAY), warnings, learnings, len(items) - learnings, scopes
+    return reference_tar_of(skill, items, DAY), warnings, learnings, len(items) - learnings, scopes
 
 
-def cached(config, skill: str, fresh: int | None = None) -> None:
-    """An export through the cache (a new process's: nothing in memory) is the pack from scratch,
-    and read `fresh` scope files again."""
+def exported(config, skill: str) -> None:
+    """An export in a new process (nothing in memory) is the pack from scratch, and says so."""
     freshness.LIVE.clear()
-    store = Workspace.of(config).store(skill)
-    got = export_pack(store, skill, DAY)
-    data, warnings, learnings, issues, scopes = from_scratch(config, skill)
-    assert got.data == data
+    got = export_pack(Workspace.of(config).store(skill), skill, DAY)
+    tar, warnings, learnings, issues, scopes = from_scratch(config, skill)
+    assert got.data[:10] == GZIP_HEADER and gzip.decompress(got.data) == tar
     assert (got.warnings, got.learnings, got.issues, got.scopes) == (warnings, learnings, issues, scopes)
-    if fresh is not None:
-        assert got.fresh == fresh
 
 
-def test_the_cache_gives_the_pack_from_scratch_after_every_kind_of_change(monkeypatch, tmp_path: Path) -> None:
-    _, config, built = bench_store(monkeypatch, "kept", 1_500, 6)
-    path = built.path
-    learnings = sorted((path / "learnings").glob("*.md"))
-    recall("kept", "format the invoice exports", config=config)  # index.sqlite, as a store has one
-    cached(config, "kept", fresh=len(learnings) + len(list((path / "issues").glob("*.md"))))
-    cached(config, "kept", fresh=0)
-    # a capture (committed) into an existing scope
-    scope = blocks.parse(learnings[5].read_text(encoding="utf-8"), "x", "learnings").blocks[0].scope
-    done = capture("kept", "learning", "Spell out every acronym on first use in the footnotes.", scope,
-                   "a review", confirm="new", config=config)
-    assert done["status"] == "committed", done
-    cached(config, "kept", fresh=1)
-    # a hand edit, then undone: the file's old content is found again
-    edited = learnings[9]
-    before = edited.read_bytes()
-    edited.write_text(edited.read_text(encoding="utf-8").replace("- recurrence: ", "- recurrence: 1", 1),
-                      encoding="utf-8")
-    cached(config, "kept", fresh=1)
-    git(path, "checkout", "--", str(edited))
-    assert edited.read_bytes() == before
-    cached(config, "kept", fresh=0)
-    # a file deleted, a scope file renamed, files that are not scope files: nothing to read again
-    learnings[20].unlink()
-    cached(config, "kept", fresh=0)
-    for name in (".hidden.md", "notes.txt", "notes.MD"):
-        (path / "learnings" / name).write_bytes(learnings[22].read_bytes())
-    cached(config, "kept", fresh=0)
-    for name in (".hidden.md", "notes.txt", "notes.MD"):
-        (path / "learnings" / name).unlink()
-    git(path, "mv", str(learnings[21].relative_to(path)), "learnings/zz-renamed.md")
-    cached(config, "kept", fresh=0)
-    # CRLF (not as whetstone writes it: parsed from its bytes, then kept), then a file that fails
-    # validation (served from its last commit with a warning: read every time, never kept)
-    crlf = learnings[30]
-    crlf.write_bytes(crlf.read_bytes().replace(b"\n", b"\r\n"))
-    cached(config, "kept", fresh=1)
-    cached(config, "kept", fresh=0)
-    broken = learnings[31]
-    broken.write_text(broken.read_text(encoding="utf-8").replace("- scope:", "- scope is:", 1), encoding="utf-8")
-    cached(config, "kept", fresh=1)
-    cached(config, "kept", fresh=1)
-    # an id claimed twice, in a file whose name sorts first
-    twin_id = blocks.parse(learnings[40].read_text(encoding="utf-8"), "x", "learnings").blocks[0].id
-    (path / "learnings" / "aaa-twin.md").write_text(
-        f"## {twin_id} · Twin.\n- recurrence: 1\n- first_seen: 2026-01-02\n- last_seen: 2026-01-02\n"
-        "- scope: twin\n\nTwin.\n", encoding="utf-8")
-    cached(config, "kept", fresh=2)
-    (path / "learnings" / "aaa-twin.md").unlink()
-    git(path, "checkout", "--", str(broken))
-    git(path, "add", "-A")
-    git(path, "commit", "-qm", "hand edits")
-    cached(config, "kept")
-    # a branch with other content, and back; then a reset
-    git(path, "checkout", "-q", "-b", "other")
-    for f in learnings[50:52]:
-        f.write_text(f.read_text(encoding="utf-8").replace("\n\n", "\n\nReworded. ", 1), encoding="utf-8")
-    git(path, "commit", "-qam", "reworded")
-    cached(config, "kept", fresh=2)
-    git(path, "checkout", "-q", "main")
-    cached(config, "kept", fresh=0)
-    git(path, "reset", "-q", "--hard", "HEAD~1")
-    cached(config, "kept")
-    cached(config, "kept", fresh=0)
-
-
-def test_a_corrupt_foreign_or_unwritable_cache_is_never_a_wrong_pack(monkeypatch, tmp_path: Path) -> None:
-    _, config, built = bench_store(monkeypatch, "torn", 600, 8)
-    cache_file = built.path / ".git" / packcache.FILE
-    files = len(list(built.path.glob("*/*.md")))
-    cached(config, "torn", fresh=files)
-    good = cache_file.read_bytes()
-    head, _, body = good.partition(b"\n")
-    magic, code, digest = head.rsplit(b" ", 2)
-    # a body that still checks out, written by other code: a foreign cache
-    foreign = head.replace(code, b"0" * len(code)) + b"\n" + body
-    flipped = bytearray(good)
-    flipped[len(good) // 2] ^= 0x55
-    for bad in (bytes(flipped), good[:len(good) // 2], b"", b"\x00" * 1000, b"not a cache\n", foreign,
-                magic + b" " + code + b" " + hashlib.sha256(b"x").hexdigest().encode() + b"\nx"):
-        cache_file.write_bytes(bad)
-        cached(config, "torn", fresh=files)  # ignored: every file read again
-        assert cache_file.read_bytes() == good  # and written again
-        cached(config, "torn", fresh=0)
-    # a cache that cannot be written (a directory in its place; a read-only .git for a user that is
-    # not root): every export reads everything, and gives the same pack
-    cache_file.unlink()
-    cache_file.mkdir()
-    (built.path / ".git").chmod(0o555)
-    try:
-        cached(config, "torn", fresh=files)
-        cached(config, "torn", fresh=files)
-        out = tmp_path / "torn.tar.gz"
-        result = export("torn", str(out), config=config)
-        assert out.read_bytes() == from_scratch(config, "torn")[0] and not result["warnings"]
-    finally:
-        (built.path / ".git").chmod(0o755)
-    assert not list((built.path / ".git").glob(".whetstone-export*"))  # no temporary left behind
-    # what an export killed while writing left is swept by the next one; a running writer's file stays
-    cache_file.rmdir()
-    dead, alive = (built.path / ".git" / f".{packcache.FILE}.{pid}.tmp" for pid in (_dead_pid(), os.getppid()))
-    dead.write_bytes(good[:100])
-    alive.write_bytes(good[:100])
-    cached(config, "torn", fresh=files)
-    assert not dead.exists() and alive.exists() and cache_file.read_bytes() == good
-
-
-def _dead_pid() -> int:
-    """A pid no process has: a child's, once reaped."""
-    child = subprocess.Popen([sys.executable, "-c", "pass"])
-    child.wait()
-    return child.pid
-
-
-def test_the_report_of_a_cached_export_is_the_uncached_one(monkeypatch, tmp_path: Path) -> None:
+def test_two_exports_give_the_same_bytes_and_the_same_report(monkeypatch, tmp_path: Path) -> None:
     _, config, built = bench_store(monkeypatch, "json", 400, 9)
     first, again = tmp_path / "a.tar.gz", tmp_path / "b.tar.gz"
     cold = export("json", str(first), config=config)
@@ -334,19 +200,16 @@ def test_the_report_of_a_cached_export_is_the_uncached_one(monkeypatch, tmp_path
     assert first.read_bytes() == again.read_bytes()
     assert {**cold, "path": None} == {**warm, "path": None}
     assert list(cold) == list(warm)
+    exported(config, "json")
 
 
-def test_a_pack_of_whole_files_is_the_pack_row_by_row(monkeypatch, tmp_path: Path) -> None:
-    """A store as whetstone keeps it is packed a file at a time (`_whole_files`); a file that is
-    not one pack file as it stands (two files of one scope, ids out of order, two scopes) sends
-    the export row by row. Both give the pack from scratch."""
+def test_scope_files_laid_out_by_hand_export_in_canonical_form(monkeypatch, tmp_path: Path) -> None:
+    """A pack has one file per scope, its blocks in id order: two files of one scope, ids out of
+    order in a file, two scopes in a file are sorted out on the way."""
     _, config, built = bench_store(monkeypatch, "whole", 800, 10)
     path = built.path
     learnings = sorted((path / "learnings").glob("*.md"))
-    whole, real = [], packcache._whole_files
-    monkeypatch.setattr(packcache, "_whole_files", lambda *a: whole.append(real(*a)) or whole[-1])
-    cached(config, "whole")
-    assert whole[-1] is not None  # the bench's store: a file at a time
+    exported(config, "whole")
     ids = sorted(int(b.id[1:]) for f in learnings for b in blocks.parse(f.read_text(encoding="utf-8"), "x", "learnings").blocks)
     first = blocks.parse(learnings[0].read_text(encoding="utf-8"), "x", "learnings").blocks[0]
 
@@ -362,81 +225,113 @@ def test_a_pack_of_whole_files_is_the_pack_row_by_row(monkeypatch, tmp_path: Pat
     for case, text in cases.items():
         extra = path / "learnings" / "aaa-hand.md"
         extra.write_text(text, encoding="utf-8")
-        cached(config, "whole")
-        assert whole[-1] is None, case
+        exported(config, "whole")
         extra.unlink()
-    # the same hand-made files, each alone in its pack file and in id order: a file at a time again
-    (path / "learnings" / "aaa-hand.md").write_text(block(f"L{ids[-1] + 7}", "order") + "\n"
-                                                     + block(f"L{ids[-1] + 9}", "order"), encoding="utf-8")
-    cached(config, "whole")
-    assert whole[-1] is not None
 
 
-anchored = st.lists(st.sampled_from([b"\n## L100 \xc2\xb7 x\n", b"\nL3000 = \"h\"\n", b"\n## I7700 \xc2\xb7 y",
-                                     b"plain words ", b"\x00" * 512, bytes(range(256))]), max_size=60)
+# --- what older versions left behind, and packs written another way --------------------------------
+
+def test_a_stale_export_cache_left_in_git_is_ignored(monkeypatch, tmp_path: Path) -> None:
+    """Older versions kept what the last export used in `.git/whetstone-export.cache` (and, while
+    writing it, `.git/.whetstone-export.cache.<pid>.tmp`). Export neither reads nor writes them now:
+    whatever they hold, the pack is the store's, and they are left as they are."""
+    _, config, built = bench_store(monkeypatch, "stale", 400, 8)
+    clean = tmp_path / "clean.tar.gz"
+    export("stale", str(clean), config=config)
+    git_dir = built.path / ".git"
+    stale = {
+        git_dir / "whetstone-export.cache": b"whetstone-export-cache 1 0123456789abcdef " + b"0" * 64
+        + b"\n28\n{\"files\":{},\"chunks\":[]}xx" + bytes(range(256)),
+        git_dir / ".whetstone-export.cache.4242.tmp": b"whetstone-export-cache 1 torn",
+    }
+    for path, data in stale.items():
+        path.write_bytes(data)
+    for state in ("beside a stale cache", "after a capture"):
+        if state == "after a capture":
+            capture("stale", "learning", "Spell out every acronym on first use in the footnotes.", "footnotes",
+                    "a review", confirm="new", config=config)
+        out = tmp_path / "stale.tar.gz"
+        export("stale", str(out), config=config)
+        if state == "beside a stale cache":
+            assert out.read_bytes() == clean.read_bytes()
+        exported(config, "stale")
+        assert {path: path.read_bytes() for path in stale} == stale, state
+    (git_dir / "whetstone-export.cache").unlink()
+    (git_dir / "whetstone-export.cache").mkdir()  # not even a file
+    exported(config, "stale")
 
 
-@settings(max_examples=60, deadline=None)
-@given(anchored, anchored, st.integers(0, 4))
-def test_deflate_is_gzip_and_a_warm_cache_changes_no_byte(head: list[bytes], tail: list[bytes], repeat: int) -> None:
-    raw = b"".join(head) * repeat + b"".join(tail) * 150  # long enough for many chunks and full windows
-    data, used = packs.deflate(raw)
-    assert gzip.decompress(data) == raw
-    assert packs.deflate(raw, used) == (data, used)
-    edited = b"".join(head) + b"edit" + raw[len(b"".join(head)):]
-    want = packs.deflate(edited)
-    assert packs.deflate(edited, used) == want  # the chunks of an older text, reused where they fit
-    assert gzip.decompress(want[0]) == edited
+ANCHOR = re.compile(rb"\n(?:## [LI]\d*00 |[LI]\d*000 = )")  # where the previous exporter's chunks ended
 
 
-def test_deflate_reuses_chunks_across_an_edit_and_reads_as_gzip(tmp_path: Path) -> None:
-    raw = b"".join(b"\n## L%d \xc2\xb7 rule %d\n- scope: s\n\nSome words about rule %d.\n" % (i, i, i * 7919)
-                   for i in range(1, 30_000))
-    data, used = packs.deflate(raw)
-    assert len(used) > 100 and gzip.decompress(data) == raw
-    edited = raw.replace(b"rule 15000\n", b"rule 15000, edited\n")
-    again, reused = packs.deflate(edited, used)
-    assert again == packs.deflate(edited)[0] and gzip.decompress(again) == edited
-    # the chunk edited and those whose 32 KiB window holds the edit (chunks here are ~5 KB: 100 blocks)
-    assert 1 <= len(set(reused) - set(used)) <= 2 + 32768 // 4000 < len(used) // 10
-    with gzip.open(io.BytesIO(again)) as handle:  # gzip's own reader, as import's zlib reads it
-        assert handle.read() == edited
-
-
-def reference_deflate(raw: bytes) -> bytes:
-    """`deflate` as it was: every chunk compressed in turn, in this thread."""
-    out, start = [packs._GZIP_HEADER], 0
-    for end in packs._cuts(raw):
-        window = raw[max(0, start - packs._WINDOW):start]
-        squeezer = (zlib.compressobj(packs.COMPRESS_LEVEL, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, window)
-                    if start else zlib.compressobj(packs.COMPRESS_LEVEL, zlib.DEFLATED, -15))
+def previous_gzip(raw: bytes) -> bytes:
+    """A pack's gzip as whetstone wrote it before issue 40: one deflate stream of chunks cut before
+    entry anchors (a heading or manifest line whose id ends in 00 or 000; at most 1 MiB apart),
+    each compressed at level 6 on its own with the 32 KiB before it as its dictionary and ended by
+    a sync flush, then an empty last block."""
+    cuts, last = [], 0
+    for at in [found.start() + 1 for found in ANCHOR.finditer(raw)] + [len(raw)]:
+        while at - last > 1 << 20:
+            last += 1 << 20
+            cuts.append(last)
+        if at > last:
+            cuts.append(at)
+            last = at
+    out, start = [GZIP_HEADER], 0
+    for end in cuts:
+        squeezer = (zlib.compressobj(6, zlib.DEFLATED, -15, 8, zlib.Z_DEFAULT_STRATEGY, raw[max(0, start - 32768):start])
+                    if start else zlib.compressobj(6, zlib.DEFLATED, -15))
         out.append(squeezer.compress(raw[start:end]) + squeezer.flush(zlib.Z_SYNC_FLUSH))
         start = end
     return b"".join(out) + b"\x03\x00" + struct.pack("<II", zlib.crc32(raw), len(raw) & 0xFFFFFFFF)
 
 
-def test_deflate_on_every_core_is_deflate_in_turn(monkeypatch) -> None:
-    raw = b"".join(b"\n## L%d \xc2\xb7 rule %d\n- scope: s%d\n\nSome words about rule %d.\n" % (i, i, i % 7, i * 7919)
-                   for i in range(1, 40_000))
-    data, used = packs.deflate(raw)
-    assert len(used) > 4 * packs._PARALLEL_FROM  # threads, many batches
-    assert data == reference_deflate(raw)
-    edited = raw.replace(b"rule 20000\n", b"rule 20000, edited\n")
-    partial = dict(list(used.items())[::3])  # some chunks known, the rest compressed by the threads
-    assert packs.deflate(edited, partial)[0] == reference_deflate(edited)
-    monkeypatch.setattr(packs.os, "sched_getaffinity", lambda pid: {0}, raising=False)
-    assert packs.deflate(raw)[0] == data  # one core: in turn
+def retarred(members: list[tuple[tarfile.TarInfo, bytes]], fmt: int, stamped: bool) -> bytes:
+    """The members as another tar writes them: in `fmt`, with owners and times when `stamped`."""
+    raw = io.BytesIO()
+    with tarfile.open(fileobj=raw, mode="w", format=fmt) as tar:
+        for info, data in members:
+            copy = tarfile.TarInfo(info.name)
+            copy.size = len(data)
+            if stamped:
+                copy.mtime, copy.mode, copy.uid, copy.gid, copy.uname, copy.gname = 1_780_000_000, 0o600, 1000, 1000, "ana", "staff"
+            tar.addfile(copy, io.BytesIO(data))
+    return raw.getvalue()
 
 
-def test_a_file_is_read_whole_whatever_its_size_says(monkeypatch, tmp_path: Path) -> None:
-    path = tmp_path / "f.md"
-    for data in (b"", b"x", b"\n" * 70_000, bytes(range(256)) * 1000):
-        path.write_bytes(data)
-        assert packcache._read(str(path)) == data
-    real = os.fstat  # a size that no longer holds: grown or shrunk since it was taken
-    for wrong in (0, 5, 10**6):
-        monkeypatch.setattr(packcache.os, "fstat", lambda fd: os.stat_result((0,) * 6 + (wrong,) + (0,) * 3))
-        assert packcache._read(str(path)) == path.read_bytes()
-    monkeypatch.setattr(packcache.os, "fstat", real)
-    with pytest.raises(FileNotFoundError):
-        packcache._read(str(tmp_path / "gone.md"))
+def test_a_pack_written_another_way_imports_the_same(monkeypatch, tmp_path: Path) -> None:
+    """Import reads what the archive holds, not how it was written: the previous exporter's chunked
+    gzip, gzip at another level with a name and a time, gnu or pax tar, members in another order,
+    owners and times all give the same pack; importing it after the first changes nothing."""
+    _, config, built = bench_store(monkeypatch, "src", 1_500, 4)
+    ours = tmp_path / "ours.tar.gz"
+    export("src", str(ours), config=config)
+    data = ours.read_bytes()
+    want = read_pack(data, "ours.tar.gz")
+    raw = gzip.decompress(data)
+    with tarfile.open(fileobj=io.BytesIO(raw)) as tar:
+        members = [(info, tar.extractfile(info).read()) for info in tar.getmembers()]
+    named = io.BytesIO()
+    with gzip.GzipFile(filename="src.tar", mode="wb", compresslevel=1, fileobj=named, mtime=1_780_000_000) as handle:
+        handle.write(raw)
+    variants = {
+        "previous.tar.gz": previous_gzip(raw),
+        "named.tar.gz": named.getvalue(),
+        "gnu-reversed.tar.gz": gzip.compress(retarred(members[::-1], tarfile.GNU_FORMAT, False), 9),
+        "pax-manifest-last.tar.gz": gzip.compress(retarred(members[1:] + members[:1], tarfile.PAX_FORMAT, True), 3),
+    }
+    assert len(ANCHOR.findall(raw)) > 10 and zlib.decompress(variants["previous.tar.gz"], 31) == raw  # many chunks
+    for name, variant in variants.items():
+        assert variant != data, name
+        assert read_pack(variant, name) == want, name
+    first = tmp_path / "previous.tar.gz"
+    first.write_bytes(variants.pop("previous.tar.gz"))
+    result = import_pack("copy", str(first), config=config)
+    assert result["status"] == "committed" and result["counts"]["committed"] == 1_500
+    copy = Workspace.of(config).store("copy").path
+    before = tree_state(copy)
+    for name, variant in {"ours.tar.gz": data, **variants}.items():
+        (tmp_path / name).write_bytes(variant)
+        again = import_pack("copy", str(tmp_path / name), config=config)
+        assert again["status"] == "unchanged" and again["counts"]["noop"] == 1_500, name
+        assert tree_state(copy) == before, name

@@ -33,8 +33,7 @@ from .attach import create
 from .context import Context, candidate
 from .workspace import Workspace
 from .inputs import clean_body, clean_provenance, clean_scope
-from .packcache import export_pack
-from .packs import MAX_EXPANDED, Item, marker, read_pack, rule_hash, store_items
+from .packs import MAX_EXPANDED, Item, export_pack, marker, read_pack, rule_hash, store_items
 from .rules import read_rules, render_rules
 
 FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
@@ -64,7 +63,7 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
     if fmt == "pack":
         if output == "-":
             raise WhetstoneError("a pack is binary: give a file name to write it to")
-        pack = export_pack(store, store.skill, day)  # from what changed since the last export
+        pack = export_pack(store, store.skill, day)
         target = Path(output) if output else Path.cwd() / f"{store.skill}.whetstone.tar.gz"
         _write_output(target, pack.data)
         return {"skill": store.skill, "format": fmt, "path": str(target), "learnings": pack.learnings,
