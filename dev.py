@@ -114,7 +114,7 @@ def demo(bin_dir: Path = BIN) -> int:
 # the man page inside the package, and the man page where `man` finds it.
 WHEEL_FILES = ("git_whetstone/data/minilm-static.table", "git_whetstone/_man/git-whetstone.1",
                *(f"git_whetstone/_hooks/{name}" for name in ("pre-commit", "post-commit", "post-merge", "post-rewrite")),
-               "git_whetstone/ops/capture.py", "mcp_entry/server.py")
+               "git_whetstone/ops/writing/capture.py", "mcp_entry/server.py")
 
 
 def wheel() -> int:

@@ -1,9 +1,8 @@
 """whetstone: a git-native memory of one person's taste for AI skills.
 
-The library API is one function per operation in `ops` (`ops.attach.attach`, `ops.recall.recall`,
-`ops.capture.capture`, `ops.revise.revise`, `ops.metrics.metrics`, …), over the layers below it
-(ARCHITECTURE.md). The CLI (`cli`), the hook shims and the MCP server (`mcp_entry`) are thin doors
-onto them. Nothing heavy is imported here, so `git whetstone -h` starts fast.
+The library's API is `api`: one function per operation (`api.attach`, `api.recall`,
+`api.capture`, `api.revise`, `api.metrics`, …), over the layers below it (ARCHITECTURE.md). The CLI
+(`cli`), the hook shims and the MCP server (`mcp_entry`) are thin doors onto it. Nothing heavy is imported here, so `git whetstone -h` starts fast.
 """
 import os as _os
 

@@ -31,11 +31,11 @@ from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import CallToolResult, ClientCapabilities, SamplingCapability, SamplingMessage, TextContent
 from pydantic import Field
 
-from git_whetstone import __version__
+from git_whetstone import __version__, api
 from git_whetstone.base.errors import WhetstoneError
 
 if TYPE_CHECKING:
-    from git_whetstone.index.records import Entry
+    from git_whetstone.format.entry import Entry
 
 INSTRUCTIONS = (
     "whetstone remembers one person's taste for each AI skill: learnings (weighted preferences) and "
@@ -167,13 +167,12 @@ def _question(skill: object, body: str, scope: object, entry: Entry) -> str:
 
 def answer_of(result: Any) -> str | None:
     """The host model's answer: its text stripped, lower-cased, its surrounding punctuation removed;
-    one of the words the library's `decide` may say (`ops.capture.VERDICTS`), or None for anything else."""
-    from git_whetstone.ops.capture import VERDICTS
+    one of the words the library's `decide` may say (`api.VERDICTS`), or None for anything else."""
     content = getattr(result, "content", None)
     blocks = content if isinstance(content, list) else [content]
     text = "".join(getattr(block, "text", "") or "" for block in blocks if getattr(block, "type", "") == "text")
     word = text.strip().lower().strip(string.punctuation + string.whitespace)
-    return word if word in VERDICTS else None
+    return word if word in api.VERDICTS else None
 
 
 def tool(fn: Callable[..., Result]) -> Callable[..., Result]:
@@ -190,8 +189,7 @@ def attach(
     """Create a skill's memory (a git repository of markdown learnings and issues) if it does not exist
     yet; calling it again is harmless. Optional: capture creates the store on first use too. Returns
     {skill, path, created, status: attached | already_attached}."""
-    from git_whetstone.ops.attach import attach as run_attach
-    return _call(run_attach, skill, path)
+    return _call(api.attach, skill, path)
 
 
 @tool
@@ -214,8 +212,7 @@ def recall(
     one of them after all, call recall again with scopes=[that scope] to get its entries. Keep run_id
     for capture and revise, and use the ids shown here with revise. An unknown skill gives empty lists,
     not an error."""
-    from git_whetstone.ops.recall import recall as run_recall
-    return _call(run_recall, skill, intent, learnings_k, scopes)
+    return _call(api.recall, skill, intent, learnings_k, scopes)
 
 
 @tool
@@ -254,8 +251,7 @@ def capture(
     such a pair and act on its clear answer (the result then says decided_by 'host-model'). A result
     with `similar` was stored but looks like those entries: check them. If it carries a promotion
     question, ask the user and answer it with revise. Relay the returned confirmation to the user."""
-    from git_whetstone.ops.capture import capture as run_capture
-    return _call(_with_host(run_capture, ctx, skill, scope), skill, polarity, body, scope, provenance, run_id,
+    return _call(_with_host(api.capture, ctx, skill, scope), skill, polarity, body, scope, provenance, run_id,
                  confirm, always)
 
 
@@ -290,8 +286,7 @@ def revise(
     `similar` (or two entries you find overlap), give target and the relation you judged: same,
     replace or distinct; it is done in one commit, without a question. Relay the returned
     confirmation to the user."""
-    from git_whetstone.ops.revise import revise as run_revise
-    return _call(_with_host(run_revise, ctx, skill, scope), skill, entry_id, action, body, scope, run_id, confirm,
+    return _call(_with_host(api.revise, ctx, skill, scope), skill, entry_id, action, body, scope, run_id, confirm,
                  always, target)
 
 
@@ -302,38 +297,16 @@ def metrics(
     """How the recall/capture loop is doing, per skill: runs, learnings surfaced per run, captures by
     status, the weekly rate of corrections that repeated an earlier one, and how many learnings
     survived. Read-only; use it when the user asks whether whetstone is working."""
-    from git_whetstone.ops.metrics import metrics as run_metrics
-    return _call(run_metrics, skill)
+    return _call(api.metrics, skill)
 
 
 def main() -> None:
     """Serve the five tools over stdio until the host closes stdin."""
-    tune_malloc()
     # MCP's 2026-07-28 revision deprecates sampling (SEP-2577); the hosts that offer it speak an
     # earlier one, and a warning on stderr for every pair put to their model would only be noise
     warnings.filterwarnings("ignore", message="The sampling capability is deprecated",
                             category=MCPDeprecationWarning)
     server.run("stdio")
-
-
-def tune_malloc() -> None:
-    """glibc raises its mmap threshold (up to 32 MB) each time a big block is freed; from then on a
-    recall's multi-megabyte numpy temporaries come from the heap of the worker thread that ran the
-    call and stay resident once freed: 14 MB more peak memory after ten recalls at 100,000
-    entries. A fixed threshold keeps blocks of 4 MB and more mapped, given back when freed.
-    And one arena for every thread: the SDK runs each call (and each read of stdin) on whichever
-    worker thread is free, and glibc gives each new thread an arena of its own when it first
-    allocates, which kept what a call left free for that thread only: 2 to 6 MB more peak memory
-    after ten recalls at 100,000 entries, varying from run to run. Calls run one at a time
-    (`_serial`), so threads hardly ever wait for the arena's lock."""
-    import ctypes
-
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(-3, 4 << 20)  # M_MMAP_THRESHOLD
-        libc.mallopt(-8, 1)        # M_ARENA_MAX
-    except (OSError, AttributeError):  # not glibc: its allocator decides
-        pass
 
 
 if __name__ == "__main__":

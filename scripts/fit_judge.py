@@ -40,7 +40,7 @@ sys.path.insert(0, str(REPO))
 
 from git_whetstone.base.config import BACKENDS, load  # noqa: E402
 from git_whetstone.format.layout import scope_key  # noqa: E402
-from git_whetstone.ops.context import BASELINE_FROM, NEAREST, SCOPE_PULL  # noqa: E402
+from git_whetstone.ops.writing.context import BASELINE_FROM, NEAREST, SCOPE_PULL  # noqa: E402
 from git_whetstone.semantics import judge  # noqa: E402
 from git_whetstone.semantics.embed import get_embedder  # noqa: E402
 from tests.eval.run import load_set, split_of  # noqa: E402

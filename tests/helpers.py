@@ -118,7 +118,7 @@ class Machine:
         return self.root / self.skill
 
     def learn(self, body: str, scope: str, kind: str = "learning") -> dict:
-        from git_whetstone.ops.capture import capture
+        from git_whetstone.ops.writing.capture import capture
 
         result = capture(self.skill, kind, body, scope, "said so", config=self.config)
         assert result["status"] in ("committed", "reinforced"), result
@@ -129,7 +129,7 @@ class Machine:
 
     def entries(self) -> dict[str, tuple[str, int | None]]:
         """rule → (id, recurrence) of every entry."""
-        from git_whetstone.ops.browse import show
+        from git_whetstone.ops.looking.browse import show
 
         found = show(self.skill, config=self.config)
         assert not found["warnings"], found["warnings"]
@@ -137,24 +137,6 @@ class Machine:
 
     def head(self) -> str:
         return git(self.path, "rev-parse", "HEAD").stdout.strip()
-
-
-def assert_heads_hold(cols, queries) -> None:
-    """Every row's head product (`scan.heads`, from the row's stored head) lies within the head
-    bound (`scan.HeadQueries`) of its exact product with each clause: rows appended or patched
-    since the basis was learned, and rows of a mapped image, alike."""
-    import numpy as np
-
-    from git_whetstone.index.scan import HeadQueries
-
-    assert cols.head_basis is not None
-    h = HeadQueries(queries, cols.head_basis)
-    size = cols.size
-    raw = cols._heads[:size].astype(np.int64) @ h.codes.astype(np.int64).T  # what numkong's int32 sums hold
-    approx = raw * cols._head_scales[:size, None].astype(np.float64) * h.scales[None, :].astype(np.float64)
-    exact = cols.vectors.astype(np.float64) @ queries.astype(np.float64).T
-    bound = h.delta(cols._head_residuals[:size], cols._tails[:size]).astype(np.float64)
-    assert (np.abs(exact - approx) <= bound[:, None]).all(), (np.abs(exact - approx) - bound[:, None]).max()
 
 
 def respell(path: Path, files: int, moved: int = 3) -> None:

@@ -109,7 +109,7 @@ def test_the_wheel_carries_the_hook_shims_and_the_man_page() -> None:
                                       "man/git-whetstone.1": "git_whetstone/_man/git-whetstone.1"}
     assert wheel["shared-data"] == {"man/git-whetstone.1": "share/man/man1/git-whetstone.1"}
     shims = sorted(p.name for p in (PACKAGE.parent / "hooks").iterdir())
-    from git_whetstone.ops.hooks import NAMES
+    from git_whetstone.ops.sync.hooks import NAMES
     assert shims == sorted(NAMES)
     from hatchling.builders import wheel as builder  # a dev dependency: the wheel is really built
     with tempfile.TemporaryDirectory() as out:
@@ -132,8 +132,34 @@ def test_library_never_imports_the_mcp_layer() -> None:
 
 
 def test_cli_module_imports_nothing_heavy_at_start() -> None:
-    imported = module_level_imports(PACKAGE / "cli.py")
-    assert not imported & (HEAVY | {"numpy", "dulwich", "mistune", "sqlite3"}), imported
+    """The CLI's modules and the API they call through import nothing heavy when they load (an
+    operation's module loads when its command runs)."""
+    for path in [*(PACKAGE / "cli").glob("*.py"), PACKAGE / "api.py"]:
+        imported = module_level_imports(path)
+        assert not imported & (HEAVY | {"numpy", "dulwich", "mistune", "sqlite3"}), (path.name, imported)
+
+
+def test_every_mcp_tool_takes_its_library_functions_parameters() -> None:
+    """A tool is one call into the library: its parameters are the library function's own, by name
+    and in order (the server's hidden request context aside)."""
+    import inspect
+
+    from git_whetstone import api
+    from mcp_entry import server
+
+    for name in ("attach", "recall", "capture", "revise", "metrics"):
+        tool = [p for p in inspect.signature(getattr(server, name)).parameters if p != "ctx"]
+        library = [p.name for p in inspect.signature(getattr(api, name)).parameters.values()
+                   if p.kind is p.POSITIONAL_OR_KEYWORD]
+        assert tool == library, name
+
+
+def test_the_api_names_every_operation_the_doors_call() -> None:
+    """Each name of the API is loaded from its module and is callable (or, for VERDICTS, the words)."""
+    from git_whetstone import api
+
+    for name in api.API:
+        assert getattr(api, name) is not None, name
 
 
 def test_version_matches_distribution() -> None:

@@ -12,9 +12,7 @@ runs {"ops": [operation, …]} in turn); the answer is
 WORKER_DIE_AT=<point>[:<n>] (or a fork's die_at) the process sends itself SIGKILL at the n-th time (default 1) it
 reaches <point> — `replace-<file name>` (before the atomic rename that puts that file in place;
 `replace-*.md` for any scope file), `replaced-<file name>` (after it), `git-<verb>` (before running
-`git <verb>`), `git-<verb>-done` (after it returned, or was waited for when it ran beside the writer),
-`refresh-written` (a compact's refresh taking the entries of the files it wrote, while git stages
-them) — so a crash lands exactly there.
+`git <verb>`), `git-<verb>-done` (after it returned) — so a crash lands exactly there.
 """
 from __future__ import annotations
 
@@ -61,31 +59,6 @@ def _arm(spec: str) -> None:
         return proc
 
     gitbin.run = run
-    real_start = gitbin.start
-
-    def start(repo, *args, **kwargs):  # (a git command run beside the writer: its end is when it is waited for)
-        verb = next((a for a in args if not a.startswith("-")), "")
-        reached(f"git-{verb}")
-        running = real_start(repo, *args, **kwargs)
-        real_wait = running.wait
-
-        def wait(*a, **kw):
-            proc = real_wait(*a, **kw)
-            reached(f"git-{verb}-done")
-            return proc
-        running.wait = wait
-        return running
-
-    gitbin.start = start
-
-    from git_whetstone.index import build
-    real_take = build.Written.take
-
-    def take(self, *args, **kwargs):  # a writer refreshing the index with what it has just written
-        reached("refresh-written")
-        return real_take(self, *args, **kwargs)
-
-    build.Written.take = take
 
 
 def _fork(request: dict) -> int:
@@ -116,7 +89,7 @@ def _fork(request: dict) -> int:
 
 
 def _call(op: str, args: dict) -> dict:
-    from git_whetstone.ops import capture, compact, recall, revise
+    from git_whetstone import api
     from git_whetstone.base.errors import WhetstoneError
 
     if op == "sleep":
@@ -125,16 +98,16 @@ def _call(op: str, args: dict) -> dict:
         return {"ok": True, "result": {}}
     if op == "batch":  # several operations, one after the other
         return {"ok": True, "result": [_call(item["op"], item["args"]) for item in args["ops"]]}
-    ops = {"capture": capture.capture, "revise": revise.revise, "recall": recall.recall,
-           "compact": compact.compact}
     try:
-        return {"ok": True, "result": ops[op](**args)}
+        return {"ok": True, "result": getattr(api, op)(**args)}
     except WhetstoneError as exc:
         return {"ok": False, "error": exc.message}
 
 
 def main() -> int:
-    from git_whetstone.ops import capture, compact, recall, revise  # noqa: F401  (loaded before any fork)
+    from git_whetstone import api
+    for op in ("capture", "revise", "recall", "compact"):  # loaded before any fork
+        getattr(api, op)
 
     if os.environ.get("WORKER_DIE_AT"):
         _arm(os.environ["WORKER_DIE_AT"])

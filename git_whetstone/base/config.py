@@ -84,7 +84,6 @@ class Config:
     global_skill_count: int = 3
     supervision: str = "balanced"
     lock_timeout: float = 10.0
-    vector_scan: str = "auto"
     # seconds the MCP server waits for the host's model when it asks it about a look-alike (MCP
     # sampling, when the client offers it); 0: never ask it
     sampling_timeout: float = 8.0  # under lock_timeout: the store stays locked while the host's model answers
@@ -174,9 +173,9 @@ PARSERS: dict[str, Callable[[Any], Any]] = {
     "global_skill_count": _as_int(2),
     "supervision": _one_of(SUPERVISION_MODES),
     "lock_timeout": _as_float(0, open_low=True),
-    "vector_scan": _one_of(("auto", "int8", "numpy")),
     "sampling_timeout": _as_float(0),
 }
+RETIRED_KEYS = ("vector_scan",)  # read in a config file without complaint, and not used
 _unit = _as_float(-1, 1)
 
 
@@ -230,6 +229,8 @@ def load(store_root: str | os.PathLike[str] | None = None) -> Config:
             raise WhetstoneError(f"{origin}: {backend}.{name}: {exc}, got {value!r}") from None
 
     for key, value in _read_file(path, explicit=bool(os.environ.get("WHETSTONE_CONFIG"))).items():
+        if key in RETIRED_KEYS:
+            continue
         if key in PARSERS:
             put(key, value, str(path))
         elif key in BACKENDS and not isinstance(value, dict):

@@ -18,7 +18,7 @@ that (the entries said to hold beside it: `with_always`, `with_differs`).
 takes one regular expression match a block, `_parse_clean`); `markdown.validate` adds a second opinion from
 mistune (what a markdown renderer would actually see) for the hook and `git whetstone validate`. The
 line reader refuses every body markdown would read as more than a body (a heading, a list that joins
-the metadata, a fence left open), so the two agree; tests/test_blocks.py holds them to it. Each block
+the metadata, a fence left open), so the two agree; tests/format/test_blocks.py holds them to it. Each block
 keeps its exact source text, so unchanged blocks are written back byte for byte.
 
 The heading's shape lives here (the parser's `_HEADING`) and, for readers that only want the ids a
@@ -35,6 +35,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from itertools import accumulate, islice
 
+from .body import ATX, CONFLICT_MARKER, check_body
+
 DOT = "\u00b7"
 PREFIX = {"learnings": "L", "issues": "I"}
 FOLDER = {"L": "learnings", "I": "issues"}
@@ -50,8 +52,8 @@ TITLE_LIMIT = 72
 
 _HEADING = re.compile(r"^## (\S+) \u00b7 (.*)$")
 _ID = re.compile(r"^([A-Za-z]+)(\d+)$")
-_FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
-# `_FIELD` over a block's text: one line (up to its newline or the end), a run of them (`fields_of`)
+FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
+# `FIELD` over a block's text: one line (up to its newline or the end), a run of them (`fields_of`)
 _FIELD_LINE = re.compile(r"- ([A-Za-z_][A-Za-z0-9_-]*):(?: ([^\n]*))?(?:\n|\Z)")
 _FIELD_RUN = re.compile(r"(?:- [A-Za-z_][A-Za-z0-9_-]*:(?: [^\n]*)?(?:\n|\Z))*")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
@@ -59,25 +61,9 @@ _POSITIVE = re.compile(r"[1-9]\d*")
 # `differs_from`'s value: entry ids, comma and space between them ("L3, L10, I2")
 _ID_LIST = "[LI][1-9][0-9]*(?:, [LI][1-9][0-9]*)*"
 _DIFFERS = re.compile(_ID_LIST)
-_CONFLICT_MARKER = re.compile(r"^(<{7}|={7}|>{7}|\|{7})( |$)")
 _MARKER_STARTS = ("<", "=", ">", "|")
 _MARKER_RUNS = ("<" * 7, "=" * 7, ">" * 7, "|" * 7)
-_ATX = re.compile(r"^ {0,3}#{1,6}(\s|$)")
-# A line of '=' or '-' right under paragraph text turns that text into a (setext) heading.
-_SETEXT = re.compile(r"^ {0,3}[=-]+[ \t]*$")  # mistune also takes a mix such as "=-="
-# Lines that open a list item or a quote, or are indented code: a '---' under them is no underline.
-_CONTAINER = re.compile(r"^ {0,3}(?:(?:[-+*]|\d{1,9}[.)])(?=[ \t]|$)|>)")
-_INDENTED = re.compile(r"^(?: {4}|\t)")
 _LINK_DEFINITION = re.compile(r"^ {0,3}\[[^\]]+\]:")
-# Raw HTML that runs until a closing marker, however many lines and blocks that takes.
-_RAW_HTML = (
-    (re.compile(r"^ {0,3}<(script|pre|style|textarea)(\s|>|$)", re.I), None),  # to its own end tag
-    (re.compile(r"^ {0,3}<!--"), "-->"),
-    (re.compile(r"^ {0,3}<\?"), "?>"),
-    (re.compile(r"^ {0,3}<!\[CDATA\["), "]]>"),
-    (re.compile(r"^ {0,3}<![A-Za-z]"), ">"),
-)
-_FENCE = re.compile(r"^ {0,3}(`{3,}(?=[^`]*$)|~{3,})")  # a backtick fence's info string has no '`'
 # What markdown would take as more of the metadata list: a '-' item, or text indented enough to
 # continue the last metadata item.
 _LIST_CONTINUATION = re.compile(r"^(?: {0,3}-(?:[ \t]|$)| {2,}\S|[ ]*\t)")
@@ -175,7 +161,7 @@ class Parsed:
 
 def is_heading(line: str) -> bool:
     """Whether markdown reads `line` as an ATX heading."""
-    return bool(_ATX.match(line))
+    return bool(ATX.match(line))
 
 
 # --- values ---------------------------------------------------------------------------------------
@@ -275,7 +261,7 @@ def parse_lines(text: str, path: str = "<text>", folder: str | None = None) -> P
     opened = None
     marked = any(run in text for run in _MARKER_RUNS)  # else no line can hold a marker
     for number, line in enumerate(lines if marked else (), 1):
-        if line.startswith(_MARKER_STARTS) and _CONFLICT_MARKER.match(line.rstrip("\r")):
+        if line.startswith(_MARKER_STARTS) and CONFLICT_MARKER.match(line.rstrip("\r")):
             err(number, "unresolved merge conflict marker")
             if line.startswith("<"):
                 opened = number
@@ -287,7 +273,7 @@ def parse_lines(text: str, path: str = "<text>", folder: str | None = None) -> P
         if i == 0 and line.startswith("\ufeff"):
             err(1, "the file starts with a byte-order mark (U+FEFF): save it as UTF-8 without one")
             break
-        if marked and _CONFLICT_MARKER.match(line.rstrip("\r")):
+        if marked and CONFLICT_MARKER.match(line.rstrip("\r")):
             continue  # reported above
         if line.strip():
             err(i + 1, "text before the first block (a block starts with '## L<n> · title')")
@@ -323,20 +309,6 @@ _CLEAN_BLOCK = re.compile(r"## ([LI])([1-9][0-9]*) \u00b7 ([^\n]*)\n((?:- [A-Za-
                           r"\n+([A-Za-z][^\n]*\n(?:[A-Za-z][^\n]*\n|\n)*)")
 _CLEAN_FIELD = re.compile(r"- ([A-Za-z_][A-Za-z0-9_-]*): ([^\n]*)\n")
 _ALLOWED = {prefix: frozenset(keys) for prefix, keys in FIELDS.items()}
-# The same block with its fields as whetstone writes them, in `FIELDS` order, each once, the
-# provenance lines plain quoted strings: the fields read off the match's groups, without a pass over
-# them (`_clean_fields`). A block it does not take is read by `_CLEAN_BLOCK`, as before.
-_WRITTEN_FIELDS = {
-    "L": r"- recurrence: ([1-9][0-9]*)\n- first_seen: ([0-9]{4}-[0-9]{2}-[0-9]{2})\n"
-         r"- last_seen: ([0-9]{4}-[0-9]{2}-[0-9]{2})\n- scope: (\S(?:[^\n]*\S)?)\n",
-    "I": r"- scope: (\S(?:[^\n]*\S)?)\n",
-}
-_WRITTEN_BLOCK = {prefix: re.compile(f"## {prefix}([1-9][0-9]*) \u00b7 ([^\n]*)\n{fields}"
-                                     r"(- applies: always\n)?(?:- differs_from: (" + _ID_LIST + r")\n)?"
-                                     r'((?:- provenance: "[^"\\\n]*"\n)*)'
-                                     r"\n+([A-Za-z][^\n]*\n(?:[A-Za-z][^\n]*\n|\n)*)").match
-                  for prefix, fields in _WRITTEN_FIELDS.items()}
-_PROVENANCE_KEY = len("- provenance: ")
 
 
 def _parse_clean(text: str, want: str | None) -> list[Block] | None:
@@ -345,7 +317,7 @@ def _parse_clean(text: str, want: str | None) -> list[Block] | None:
     None for any other file, which `parse` then reads line by line (and finds the same blocks)."""
     found = _clean_matches(text, want)
     return None if found is None else [_block(bid, title, tuple(fields), body, line, at, stop, text[at:stop])
-                                       for bid, title, fields, body, line, at, stop, _, _ in found]
+                                       for bid, title, fields, body, line, at, stop, _ in found]
 
 
 def clean_blocks(text: str, folder: str | None = None) -> list[tuple] | None:
@@ -355,39 +327,21 @@ def clean_blocks(text: str, folder: str | None = None) -> list[tuple] | None:
     give them; None for any other file. What a build needs of the file, without making its `Block`s."""
     found = _clean_matches(text, PREFIX.get(folder) if folder else None)
     return None if found is None else [
-        (bid, title, body, line, values,
-         said if said is not None else tuple([decode_value(value) for key, value in fields if key == "provenance"]))
-        for bid, title, fields, body, line, _, _, values, said in found]
+        (bid, title, body, line, values, tuple([decode_value(value) for key, value in fields if key == "provenance"]))
+        for bid, title, fields, body, line, _, _, values in found]
 
 
-def _clean_matches(text: str, want: str | None, written: bool = True) -> list[tuple] | None:
-    """(id, title, fields, body, line, start, end, field values, provenance) of each block, for
-    `_parse_clean` and `clean_blocks`. A block whose fields are as whetstone writes them is read off
-    one match (`_WRITTEN_BLOCK`), its provenance lines decoded (else None: `clean_blocks` decodes them);
-    `written=False` reads every block through `_CLEAN_BLOCK` and `_clean_fields` (the reference
-    the tests hold the first to)."""
+def _clean_matches(text: str, want: str | None) -> list[tuple] | None:
+    """(id, title, fields, body, line, start, end, field values) of each block, for `_parse_clean`
+    and `clean_blocks`: one `_CLEAN_BLOCK` match a block, its fields checked in one pass
+    (`_clean_fields`); None for a file that holds anything else."""
     if not text.endswith("\n") or "\r" in text or any(run in text for run in _MARKER_RUNS):
         return None
     found: list[tuple] = []
     seen: set[str] = set()
     at, line, end = 0, 1, len(text)
     match = _CLEAN_BLOCK.match
-    fast = _WRITTEN_BLOCK if written else {}
     while at < end:
-        prefix = text[at + 3:at + 4]
-        quick = fast.get(prefix)
-        m = quick(text, at) if quick else None
-        if m is not None:
-            block = _written(prefix, m.groups(), want, seen)
-            if block is not False:
-                if block is None:
-                    return None
-                bid, title, fields, body, values, said = block
-                stop = m.end()
-                found.append((bid, title, fields, body, line, at, stop, values, said))
-                line += text.count("\n", at, stop)
-                at = stop
-                continue
         m = match(text, at)
         if m is None:
             return None
@@ -401,44 +355,10 @@ def _clean_matches(text: str, want: str | None, written: bool = True) -> list[tu
         if values is None:
             return None
         stop = m.end()
-        found.append((bid, title, fields, body.rstrip("\n"), line, at, stop, values, None))
+        found.append((bid, title, fields, body.rstrip("\n"), line, at, stop, values))
         line += text.count("\n", at, stop)
         at = stop
     return found
-
-
-def _written(prefix: str, groups: tuple, want: str | None, seen: set[str]) -> tuple | None | bool:
-    """A `_WRITTEN_BLOCK[prefix]` match's (id, title, fields, body, values, provenance decoded): what
-    `_CLEAN_BLOCK`, `_clean_fields` and `decode_value` make of the same block; None where they turn
-    the file down, False where the block needs them (a provenance line JSON must decode)."""
-    if prefix == "L":
-        digits, title, recurrence, first_seen, last_seen, scope, applies, differs, provenance, body = groups
-        if not (_is_date(first_seen) and _is_date(last_seen) and last_seen >= first_seen):
-            return None
-        fields = [("recurrence", recurrence), ("first_seen", first_seen), ("last_seen", last_seen), ("scope", scope)]
-    else:
-        digits, title, scope, applies, differs, provenance, body = groups
-        fields = [("scope", scope)]
-    if provenance:
-        if provenance.count("\n") == 1:
-            values = [provenance[_PROVENANCE_KEY:-1]]
-        else:
-            values = [line[_PROVENANCE_KEY:] for line in provenance.split("\n")]
-            values.pop()  # (after the last newline)
-        if not "".join(values).isprintable():
-            return False
-    bid, title = prefix + digits, title.strip()
-    if not title or (want and prefix != want) or bid in seen:
-        return None
-    seen.add(bid)
-    if applies:
-        fields.append(("applies", ALWAYS))
-    if differs:
-        fields.append(("differs_from", differs))
-    if not provenance:
-        return bid, title, fields, body.rstrip("\n"), dict(fields), ()
-    fields += [("provenance", value) for value in values]
-    return bid, title, fields, body.rstrip("\n"), dict(fields), tuple([value[1:-1] for value in values])
 
 
 def _clean_fields(prefix: str, fields: list[tuple[str, str]]) -> dict[str, str] | None:
@@ -501,7 +421,7 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
     i = 1 + len(fields)
     if i < len(texts) and texts[i].strip():
         line = first + i
-        if _CONFLICT_MARKER.match(texts[i]):
+        if CONFLICT_MARKER.match(texts[i]):
             return None  # a merge conflict in the metadata: the marker itself is the error reported
         if texts[i].startswith("-") or texts[i].startswith("*"):
             err(line, "malformed field: expected '- key: value'")
@@ -519,7 +439,7 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
     if body_lines and fields and _LIST_CONTINUATION.match(body_lines[0]):
         err(body_start, "the body starts like more metadata (a '-' item or indented text), so markdown "
                         "would fold it into the metadata list; start it with plain text")
-    _check_body(body_lines, body_start, err)
+    check_body(body_lines, body_start, err)
     if not body_lines:
         err(first, f"{bid} has an empty body")
     elif body_lines[0][:1] not in _LETTERS and all(_LINK_DEFINITION.match(line) or not line.strip()
@@ -540,79 +460,16 @@ def fields_of(block_text: str) -> tuple[tuple[str, str], ...]:
     return tuple([(key, value.strip()) for key, value in _FIELD_LINE.findall(run)])
 
 
-def _fields_one_by_one(block_text: str) -> tuple[tuple[str, str], ...]:
-    """`fields_of` line by line (`_fields`), the reference the tests compare with."""
-    return tuple(_fields(islice(block_text.split("\n"), 1, None)))
-
-
 def _fields(lines: Iterable[str]) -> list[tuple[str, str]]:
     """The `- key: value` lines from the first, up to the first line that is not one."""
     fields = []
     for line in lines:
-        match = _FIELD.match(line)
+        match = FIELD.match(line)
         if match is None:
             break
         key, value = match.groups()
         fields.append((key, value.strip() if value else ""))
     return fields
-
-
-def _check_body(lines: list[str], start: int, err) -> None:
-    """Find what would make markdown read a body as more than a body: a heading (ATX, or text
-    underlined with '=' or '-'), or a code fence or raw HTML left open, which would swallow every
-    block after it. Nothing inside a closed fence or HTML region counts."""
-    paragraph = container = False  # in a paragraph ('---' under it is an underline), or a list/quote
-    region: tuple[str, str, int] | None = None  # an open fence or raw HTML: (what, its closer, line)
-    for j, line in enumerate(lines):
-        if region:
-            if _closes(region[1], line):
-                region = None
-            continue
-        if line[:1] in _LETTERS:  # plain text: no heading, fence, HTML, list or quote starts so
-            if not paragraph and not container:
-                paragraph = True
-            continue
-        if _ATX.match(line):
-            err(start + j, "a heading inside a body (start a new block with '## L<n> · title')")
-        elif paragraph and _SETEXT.match(line) and not _CONFLICT_MARKER.match(line):
-            err(start + j, "a heading inside a body (a line of '=' or '-' right under text makes "
-                           "that text a heading; leave a blank line before it)")
-        fence, html = _FENCE.match(line), _raw_html(line)
-        if fence:
-            region, paragraph = ("a code fence", fence.group(1), start + j), False
-        elif html and html[1] not in line[html[0]:].lower():
-            region, paragraph = ("raw HTML", html[1], start + j), False
-        elif not line.strip():
-            paragraph = container = False
-        elif not paragraph and not container:
-            opener = _CONTAINER.match(line)
-            # an empty list item or quote ('-', '>') holds no paragraph for the next line to join
-            container = bool(opener and line[opener.end():].strip())
-            paragraph = not opener and not _INDENTED.match(line)
-    if region:
-        what, closer, line = region
-        err(line, f"{what} that is never closed (markdown would read the rest of the file into it); "
-                  f"close it with {closer}")
-
-
-def _closes(closer: str, line: str) -> bool:
-    """Whether `line` ends an open code fence (`closer` is its opening run) or raw HTML region."""
-    if closer[0] in "`~":
-        fence = _FENCE.match(line)
-        return bool(fence and fence.group(1)[0] == closer[0] and len(fence.group(1)) >= len(closer)
-                    and not line[fence.end():].strip())
-    return closer in line.lower()
-
-
-def _raw_html(line: str) -> tuple[int, str] | None:
-    """If `line` opens raw HTML that runs to a closing marker: where its opener ends, and the marker."""
-    if "<" not in line[:4]:  # every opener is '<' after at most three spaces
-        return None
-    for pattern, closer in _RAW_HTML:
-        match = pattern.match(line)
-        if match:
-            return match.end(), closer or f"</{match.group(1).lower()}>"
-    return None
 
 
 def _check_fields(prefix: str, bid: str, fields: list[tuple[str, str]], first: int, err) -> None:
@@ -666,136 +523,3 @@ def _is_json_string(value: str) -> bool:
         return isinstance(json.loads(value), str)
     except ValueError:
         return False
-
-
-# --- writing --------------------------------------------------------------------------------------
-
-def render(bid: str, title: str, fields: list[tuple[str, str]] | tuple, body: str) -> str:
-    """The canonical text of one block, ending with a single newline."""
-    lines = [f"## {bid} {DOT} {title}"]
-    lines += [f"- {key}: {value}" for key, value in fields]
-    return "\n".join(lines) + "\n\n" + body + "\n"
-
-
-# Files are written with "\n"; a hand-edited file that uses "\r\n" (an editor or git's autocrlf
-# on Windows) keeps it: the blocks a tool write adds or changes take the file's line ending.
-
-def newline_of(text: str) -> str:
-    """The line ending `text` uses, judged by its first line: "\r\n" or "\n"."""
-    end = text.find("\n")
-    return "\r\n" if end > 0 and text[end - 1] == "\r" else "\n"
-
-
-def _in_style(block_text: str, newline: str) -> str:
-    text = block_text.replace("\r\n", "\n")
-    return text if newline == "\n" else text.replace("\n", newline)
-
-
-def append(text: str, block_text: str) -> str:
-    """`text` with a new block added at the end, one blank line after what was there."""
-    if not text.strip():
-        return block_text
-    newline = newline_of(text)
-    base = text if text.endswith("\n") else text + newline
-    if not base[:-1].rstrip(" \t\r").endswith("\n"):  # it ends in a blank line already (no regex: a long file)
-        base += newline
-    return base + _in_style(block_text, newline)
-
-
-def append_all(text: str, block_texts: Iterable[str]) -> str:
-    """`append` of each block in turn, the text copied once: appending one at a time copies the
-    growing text (and strips a copy of it) on each append, quadratic for a file that gains
-    thousands of blocks. Once the text's first line is complete its line ending is fixed, and
-    whether a blank line goes before the next block depends only on the last block added (it
-    holds more than blank space); anything else takes the one-block `append` on the whole text."""
-    parts = [text]
-    newline = None  # the text's line ending, once its first line is complete
-    for block_text in block_texts:
-        tail = parts[-1]
-        if newline is None or not tail.strip():
-            parts = [append("".join(parts), block_text)]
-            newline = newline_of(parts[0]) if "\n" in parts[0] else None
-            continue
-        base = tail if tail.endswith("\n") else tail + newline
-        gap = "" if base[:-1].rstrip(" \t\r").endswith("\n") else newline  # (the tail ends the text)
-        parts.append(base[len(tail):] + gap + _in_style(block_text, newline))
-    return parts[0] if len(parts) == 1 else "".join(parts)
-
-
-def replace(text: str, block: Block, block_text: str) -> str:
-    """`text` with one block's source swapped; the separator after it is kept as it was."""
-    newline = newline_of(block.raw)
-    trailing = block.raw[len(block.raw.rstrip("\r\n")):] or newline
-    new = _in_style(block_text, newline).rstrip("\r\n")
-    return text[: block.start] + new + trailing + text[block.end:]
-
-
-def remove(text: str, block: Block) -> str:
-    """`text` without one block. A file left with no block becomes empty."""
-    out = text[: block.start] + text[block.end:]
-    if not out.strip():
-        return ""
-    if block.end < len(text):
-        return out
-    # The last block went: the blank lines that separated it go too, the final newline stays.
-    return re.sub(r"(?:\r?\n[ \t]*)+\Z", "", out) + newline_of(text)
-
-
-def with_always(block: Block, always: bool, text: str | None = None) -> str:
-    """The block's source (or `text`, that source after `update_fields`) with `- applies: always`
-    added after its scope line, or taken out; every other line stays as written."""
-    lines = (block.raw if text is None else text).split("\n")
-    at = [o for o, (k, _) in enumerate(block.fields, 1) if k == "applies"]
-    if not always:
-        for offset in reversed(at):
-            del lines[offset]
-        return "\n".join(lines)
-    if at:
-        return "\n".join(lines)
-    after = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "scope"), default=len(block.fields))
-    cr = "\r" if lines[after].endswith("\r") else ""
-    lines.insert(after + 1, f"- applies: {ALWAYS}{cr}")
-    return "\n".join(lines)
-
-
-def with_differs(block: Block, ids: Iterable[str], text: str | None = None) -> str:
-    """The block's source (or `text`, that source after `update_fields` or `with_always`) with its
-    `- differs_from:` line naming exactly `ids`, each once, learnings before issues, each by number
-    (`L3, L10, I2`); the line goes after `applies` (else after `scope`) when new, and out when `ids`
-    is empty. Every other line stays as written."""
-    lines = (block.raw if text is None else text).split("\n")
-    value = IDS_SEPARATOR.join(sorted(set(ids), key=id_order))
-    fields = 1  # the metadata lines run from after the heading to the first line that is not one
-    while fields < len(lines) and _FIELD.match(lines[fields].rstrip("\r")):
-        fields += 1
-    keys = [_FIELD.match(line.rstrip("\r")).group(1) for line in lines[1:fields]]
-    cr = "\r" if lines[0].endswith("\r") else ""
-    if "differs_from" in keys:
-        at = keys.index("differs_from") + 1
-        if value:
-            lines[at] = f"- differs_from: {value}{cr}"
-        else:
-            del lines[at]
-    elif value:
-        after = max((o for o, key in enumerate(keys, 1) if key in ("scope", "applies")), default=len(keys))
-        lines.insert(after + 1, f"- differs_from: {value}{cr}")
-    return "\n".join(lines)
-
-
-def update_fields(block: Block, changes: dict[str, str], add_provenance: str | list[str] | None = None) -> str:
-    """The block's source with some metadata values changed in place and maybe provenance lines
-    added after the last one; everything else, body and spacing included, stays as written."""
-    lines = block.raw.split("\n")
-
-    def cr(line: str) -> str:  # a CRLF file keeps its line ending on the lines written here
-        return "\r" if line.endswith("\r") else ""
-
-    for offset, (key, _) in enumerate(block.fields, 1):
-        if key in changes:
-            lines[offset] = f"- {key}: {changes[key]}{cr(lines[offset])}"
-    if add_provenance is not None:
-        last = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "provenance"),
-                   default=len(block.fields))
-        added = [add_provenance] if isinstance(add_provenance, str) else add_provenance
-        lines[last + 1:last + 1] = [f"- provenance: {encode_value(p)}{cr(lines[last])}" for p in added]
-    return "\n".join(lines)

@@ -20,7 +20,7 @@ from collections import Counter, defaultdict
 from dataclasses import dataclass
 from typing import Any
 
-from . import blocks
+from . import blocks, edits
 from .blocks import Block
 from .ids import line_id
 from .layout import scope_key
@@ -164,7 +164,7 @@ def combine(base: Block | None, ours: Block, theirs: Block) -> Outcome:
 
     def render(title: str, body: str, scope_value: str) -> str:
         fields = meta + [("scope", scope_value)] + applies + differing + [("provenance", p) for p in provenance]
-        return blocks.render(ours.id, title, fields, body).rstrip("\n")
+        return edits.render(ours.id, title, fields, body).rstrip("\n")
 
     if ok_body and ok_scope:
         return Outcome(text=render(unit[0], unit[1], scope), id=ours.id)
@@ -293,7 +293,7 @@ def merge_scope(base: str, ours: str, theirs: str, rel: str, marker_size: int = 
     for bid in skeleton:
         emit(outcomes[bid])
         emit_new(bid)
-    newline = blocks.newline_of(ours or theirs or base)
+    newline = edits.newline_of(ours or theirs or base)
     return join(parts, newline), conflicts
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING
 
 from ..base.errors import RUNTIME, WhetstoneError
 
@@ -65,53 +65,6 @@ def _failed(repo: Path, args: tuple[str, ...], proc: subprocess.CompletedProcess
     raise WhetstoneError(f"git {verb} failed in {repo}: {reason}", exit_code=RUNTIME)
 
 
-class Running:
-    """A git command started by `start` and running beside this process; `wait` gives its result
-    as `run` would have (a failure a WhetstoneError with git's words). Its input and output are
-    unnamed temporary files, not pipes: nothing waits on a full pipe while this process works."""
-
-    def __init__(self, repo: Path, args: tuple[str, ...], proc: subprocess.Popen, out, err) -> None:
-        self.repo, self.args, self.proc, self.out, self.err = repo, args, proc, out, err
-
-    def wait(self, check: bool = True) -> subprocess.CompletedProcess:
-        import subprocess
-        try:
-            code = self.proc.wait()
-            self.out.seek(0)
-            self.err.seek(0)
-            done = subprocess.CompletedProcess(self.proc.args, code, self.out.read().decode("utf-8", "replace"),
-                                               self.err.read().decode("utf-8", "replace"))
-        finally:
-            self.out.close()
-            self.err.close()
-        if check and code != 0:
-            _failed(self.repo, self.args, done)
-        return done
-
-
-def start(repo: Path, *args: str, input: bytes, hold: int | None = None) -> Running:
-    """Start `git -C repo args…` with `input` on its stdin, and return without waiting for it
-    (`Running.wait` does); `hold` as for `run`: git holds the write lock while it runs, even if
-    this process is killed meanwhile."""
-    import subprocess
-    import tempfile
-    feed, out, err = tempfile.TemporaryFile(), tempfile.TemporaryFile(), tempfile.TemporaryFile()
-    try:
-        feed.write(input)
-        feed.seek(0)
-        proc = subprocess.Popen(["git", "-C", str(repo), *args], stdin=feed, stdout=out, stderr=err, env=_env(),
-                                pass_fds=(hold,) if hold is not None else ())
-    except BaseException as exc:
-        out.close()
-        err.close()
-        if isinstance(exc, FileNotFoundError):
-            raise WhetstoneError("git is not installed or not on PATH", exit_code=RUNTIME) from None
-        raise
-    finally:
-        feed.close()  # (git has its own descriptor of it)
-    return Running(repo, args, proc, out, err)
-
-
 def last_line(proc: subprocess.CompletedProcess) -> str:
     """What a failed git command said last (its error, usually)."""
     said = (proc.stderr.strip() or proc.stdout.strip()).splitlines()
@@ -142,13 +95,9 @@ def _identity_fallback(repo: str) -> tuple[tuple[str, str], ...]:
     return tuple(extra)
 
 
-def commit(repo: Path, message: str, paths: list[str], hold: int | None = None,
-           meanwhile: Callable[[], Any] | None = None) -> Any:
+def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) -> None:
     """Stage exactly `paths` (additions, changes and deletions) and commit them as one change
-    (`hold`: the write lock's descriptor, see `run`). `meanwhile`, if given, is called while git
-    stages the paths (a compact's 6,300 files: a second of git's own work, on the other core), and
-    what it returns is returned once the commit is made; whatever it raises is raised once git has
-    finished staging (not committed: the caller undoes the change).
+    (`hold`: the write lock's descriptor, see `run`).
 
     When the user has nothing else staged, a plain commit is enough; otherwise the commit names the
     paths (git's slower --only mode), so a half-staged hand edit never rides along.
@@ -158,14 +107,7 @@ def commit(repo: Path, message: str, paths: list[str], hold: int | None = None,
     # Each path staged as it is on disk, gone from git's index if gone from the disk (a path in
     # neither is skipped). Exact names, not pathspecs: `git add -A` and `git rm --cached` match
     # every pathspec against every file git tracks (3.5 s for the 6,300 files a 100k compact writes).
-    staging = start(repo, "update-index", "--add", "--remove", "-z", "--stdin",
-                    input=os.fsencode(listed + "\0"), hold=hold)
-    try:
-        result = meanwhile() if meanwhile is not None else None
-    except BaseException:
-        staging.wait(check=False)  # (what it raised is what the caller is told)
-        raise
-    staging.wait()
+    run(repo, "update-index", "--add", "--remove", "-z", "--stdin", input=listed + "\0", hold=hold)
     # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
     # see WHETSTONE_WRITING. Automatic maintenance is checked by `maybe_gc` instead of on every commit.
     env = dict(_identity_fallback(str(repo)))
@@ -180,7 +122,6 @@ def commit(repo: Path, message: str, paths: list[str], hold: int | None = None,
         note.unlink(missing_ok=True)
     _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
     maybe_gc(repo)
-    return result
 
 
 # git's index (.git/index) as this process left it after its last commit, per repository: while

@@ -1,4 +1,2 @@
-"""The operations layer: one library function per thing a person or an agent does (SPEC §4).
-recall, capture and revise; attach and the hooks; compact and the global layer; packs and rule
-files; remotes and sync; edit, validate, doctor, metrics and the read-only views. The CLI, the
-hook shims and the MCP server are thin doors over these."""
+"""The operations of SPEC §4, grouped by job (`writing`, `recall`, `upkeep`, `sharing`, `sync`,
+`looking`); the doors reach them through the API (`git_whetstone.api`)."""

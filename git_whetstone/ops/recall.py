@@ -34,9 +34,8 @@ from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import WhetstoneError, shown, unicode_text
 from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
-from ..index import scan
-from ..index.build import Progress
-from ..index.records import differs
+from ..base.progress import Progress
+from ..format.entry import differs
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, LIKELY, SAME, judge, may_oppose, read
 from ..semantics.words import content_words
@@ -51,10 +50,6 @@ NEAR_DUPLICATE = 0.9  # cosine at which a candidate only repeats a learning alre
 OTHER_SCOPES = 40  # scopes listed in other_scopes, nearest to the intent first
 NAMED_K = 50  # entries returned for the scopes a caller names (the rest counted in omitted)
 SCOPE_SHARE = 0.7  # of an entry's relevance; the rest is its own text's likeness to the intent
-PILOT_SCOPES = 4  # per clause: the likeliest scopes, whose rows are scanned first to learn a floor (big stores)
-PRUNE_SHARE = 0.7  # scan only the rows that floor lets matter when they are fewer than this share of all: a
-#                   gathered row costs ~1.4 times one of a whole pass (95 against 67 ns at 100,000 entries)
-NEAR_MARGIN = 1e-5  # the scan's first sift is this much looser than float32 rounding could need
 
 HOW_TO_USE = (
     "Issues are mandatory: apply every returned issue, whatever else the task suggests. Learnings are "
@@ -163,379 +158,41 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, scopes: list
     return result
 
 
-def _row_max(scores: np.ndarray) -> np.ndarray:
-    """`scores.max(axis=1)` for a tall matrix of a few columns (one per clause), a column at a
-    time: numpy's reduction over a short axis costs 20 times more (11 ms at 100,000 rows)."""
-    best = scores[:, 0].copy()
-    for j in range(1, scores.shape[1]):
-        np.maximum(best, scores[:, j], out=best)
-    return best
-
-
-@dataclass
-class Found:
-    """What the scan found (`candidates`): the rows whose exact scores could change recall's answer,
-    ascending; which of them must be scored exactly before anything is decided (`exact`): the
-    rows that may or may not be hits, and those that could be some clause's best match; and,
-    for the others (surely hits), their approximate scores (clauses × rows) and bounds, good
-    enough to tell most of them near or not and out of the first ranks or not (`Layer.settle`)."""
-
-    rows: np.ndarray
-    exact: np.ndarray
-    approx: np.ndarray
-    slack: np.ndarray
-
-
-def candidates(snap: Snapshot, queries: np.ndarray, cutoff: np.ndarray, band: float, runs: np.ndarray) -> Found:
-    """The rows whose exact scores could change recall's answer, found from the compact vectors
-    (`scan`: every approximate score of a row within ±`slack` of the exact one). A row matters only if it
-    can be a hit (its relevance can clear its kind's cutoff) and can be near (some clause's score
-    can reach that clause's floor). Rows that surely clear their cutoff give each clause a best it
-    cannot fall below, so a floor it cannot fall below: that best less a band, and never more than
-    three bands under the best of all (as `_rank` sets it). With no row surely a hit, the answer
-    may be the fallback: every possible hit is kept, and the issues that could be the nearest.
-    Only the rows of the scopes that can reach such a floor are scanned at all (`_worth_scanning`;
-    the tests hold it to `_chosen` over every row). `runs` are the rows that can be hits, as `_runs`
-    gives them."""
-    scanning = snap.scan(queries, SCOPE_SHARE)
-    bound, floor, low = _pilot(snap, scanning, cutoff, band, runs)
-    rows = _worth_scanning(snap, bound, floor, runs)
-    return _chosen(snap, scanning, rows, cutoff, band, None if floor is None else np.minimum(floor, low))
-
-
-def _chosen(snap: Snapshot, scanning, rows: np.ndarray | None, cutoff: np.ndarray, band: float,
-            under: np.ndarray | None = None) -> Found:
-    """`candidates` among `rows` (None: every row), the rows no other row can matter beside.
-    `under` is a score per clause that neither the floor these rows set nor their best match's
-    least score (`_best_under`) can lie under (`_pilot`'s, the lower of the two): a row that
-    cannot reach it on any clause can be neither near nor any clause's best, so only the others
-    (a few thousand of 100,000) are kept from each block of scores (`_near_enough`). With no such
-    score, every row's scores are kept."""
-    if under is None:
-        at, (approx, slack) = None, scanning.scores(rows)  # clauses × rows, and each row's bound
-    else:
-        at, approx, slack = _near_enough(scanning, rows, under)
-    scored = rows if at is None else (at if rows is None else rows[at])  # the rows whose scores `approx` holds
-    cut = cutoff if scored is None else cutoff[scored]  # (not every scanned row's, then the kept ones')
-    top = approx.max(axis=0)
-    maybe = top + slack >= cut
-    sure = top - slack >= cut
-    if sure.any():
-        low = _best_under(approx, slack, sure)
-        floor = _floor(low, band)
-        if under is not None and (np.minimum(floor, low) < under).any():  # the rows setting them were left out: cannot
-            return _chosen(snap, scanning, rows, cutoff, band)                # be (the pilot's are among these); if it were: all
-        reach = approx[0] + slack
-        near = reach >= floor[0]
-        best = reach >= low[0]  # could be the clause's best match
-        for j in range(1, len(floor)):
-            np.add(approx[j], slack, out=reach)
-            near |= reach >= floor[j]
-            best |= reach >= low[j]
-        found = np.flatnonzero(maybe & near)
-        exact = ~sure[found] | best[found]
-        approx, slack = approx[:, found], slack[found]
-        found = found if at is None else at[found]
-        return Found(found if rows is None else rows[found], exact, approx, slack)
-    if rows is not None or at is not None:  # cannot be (the rows that set the floor are among those scanned); if it were: every row
-        return _chosen(snap, scanning, None, cutoff, band)
-    issue = np.isfinite(cutoff) & ~snap.is_learning
-    nearest = np.max(top - slack, where=issue, initial=-np.inf)
-    found = np.flatnonzero(maybe | (issue & (top + slack >= nearest)))
-    return Found(found, np.ones(len(found), bool), approx[:, :0], slack[:0])  # the fallback may come: all exact, no bounds
-
-
-def _near_enough(scanning, rows: np.ndarray | None, floor: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Of `rows` (None: every row), those whose scores could reach `floor` on some clause: their
-    positions in `rows`, their approximate scores (clauses × kept) and bounds. Each block of
-    scores is let go once its few rows are taken (in cache, where every row's scores kept whole
-    would be a store-sized array each later step passes over again). The test is looser than
-    `_chosen`'s by NEAR_MARGIN, more than float32 rounding can move it: it keeps every row that
-    one keeps, and a few more."""
-    lift = (floor.astype(np.float64) - NEAR_MARGIN).astype(np.float32)[:, None]
-    heads = scanning.heads_kept(rows, lift)  # the rows that can pass, found from their heads first
-    if heads is not None:
-        rows = heads if rows is None else rows[heads]
-    slack = scanning.slack(rows)  # (scratch: nothing below asks for another)
-    at, kept = [np.zeros(0, np.intp)], [np.zeros((len(floor), 0), np.float32)]
-    for start, stop, approx in scanning.blocks(rows):
-        reach = np.subtract(approx, lift).max(axis=0)  # per row, its best clause against that clause's floor
-        reach += slack[start:stop]
-        near = np.flatnonzero(reach >= 0)
-        at.append(near + start)
-        kept.append(approx[:, near])
-    at = np.concatenate(at)
-    return at if heads is None else heads[at], np.concatenate(kept, axis=1), slack[at]
-
-
-def _best_under(approx: np.ndarray, slack: np.ndarray, sure: np.ndarray) -> np.ndarray:
-    """Per clause, a score its best match cannot fall below: the rows `sure` to be hits score at
-    least this much (their approximate score less their bound)."""
-    low = np.empty(len(approx), np.float32)
-    sure_low = np.empty_like(slack)
-    for j in range(len(approx)):  # a clause at a time: no second array of clauses × rows
-        np.subtract(approx[j], slack, out=sure_low)
-        low[j] = np.max(sure_low, where=sure, initial=-np.inf)
-    return low
-
-
 def _floor(best: np.ndarray, band: float) -> np.ndarray:
     """Per clause, its best match less a band, and never more than three bands under the best of
     all: a clause that matches nothing well (one stray word) does not drag in loose neighbours."""
     return np.maximum(best - band, best.max() - 3 * band)
 
 
-def _runs(scope_of: np.ndarray, can_hit: np.ndarray) -> np.ndarray:
-    """The rows that `can_hit` as runs of neighbours of one scope, in row order: 3 × runs, each
-    run's first row, length and scope (a file's rows are neighbours: about one run per file).
-    The rows of some scopes are then found per run (`_rows_of`) instead of per row: a
-    gather of 100,000 scope numbers costs half a millisecond, and the pruning took two.
-    Worked out from where the scope or `can_hit` changes: no store-sized array of numbers."""
-    if not len(scope_of):
-        return np.zeros((3, 0), np.int64)
-    change = np.empty(len(scope_of), bool)
-    change[0] = True
-    np.not_equal(scope_of[1:], scope_of[:-1], out=change[1:])
-    change[1:] |= can_hit[1:] != can_hit[:-1]
-    first = np.flatnonzero(change)  # each stretch of one scope, all able to hit or none
-    length = np.diff(first, append=len(scope_of))
-    keep = can_hit[first]
-    first = first[keep]
-    return np.stack([first, length[keep], scope_of[first]]).astype(np.int64)
-
-
-def _rows_of(runs: np.ndarray, scopes: np.ndarray, limit: float = np.inf) -> np.ndarray | None:
-    """The rows of `runs` whose scope is marked in `scopes` (a flag per scope), ascending; None
-    when there are `limit` or more of them."""
-    take = scopes[runs[2]]
-    first, length = runs[0, take], runs[1, take]
-    total = int(length.sum())
-    if total >= limit:
-        return None
-    if not total:
-        return np.zeros(0, np.intp)
-    shift = np.repeat(first - (np.cumsum(length) - length), length)  # each row's run start less its place
-    return np.arange(total, dtype=np.intp) + shift
-
-
-def _pilot(snap: Snapshot, scanning, cutoff: np.ndarray, band: float, runs: np.ndarray):
-    """The scopes' bounds (`scope_bound`: clauses × scopes, the scope's likeness with the best
-    text any row could have), and per clause a floor `_rank`'s cannot lie under and a score its
-    best match cannot fall below (`_best_under`), or None for both: the rows of the PILOT_SCOPES
-    likeliest scopes of each clause are scored first, and those sure to be hits set them."""
-    if len(snap.scopes) <= PILOT_SCOPES:
-        return None, None, None
-    bound = scanning.scope_bound()
-    pilot = np.zeros(len(snap.scopes), bool)
-    pilot[_largest(bound, PILOT_SCOPES)] = True
-    rows = _rows_of(runs, pilot)
-    if not len(rows):
-        return bound, None, None
-    approx, slack = scanning.scores(rows)
-    sure = approx.max(axis=0) - slack >= cutoff[rows]
-    if not sure.any():
-        return bound, None, None
-    low = _best_under(approx, slack, sure)
-    return bound, _floor(low, band), low
-
-
-def _largest(values: np.ndarray, k: int) -> np.ndarray:
-    """Per row of `values` (clauses × scopes), the places of k of its largest values (rows × k,
-    ties taken either way). Looked for only among the values at or above the k-th largest of every
-    16th one, which is no more than the k-th largest of all: a few dozen a row instead of 10,000
-    (one partition along the rows took 0.2 ms a recall, this 0.08)."""
-    rows, n = values.shape
-    if n <= 16 * k:
-        return np.argpartition(-values, k - 1, axis=1)[:, :k]
-    least = np.partition(values[:, ::16], -k, axis=1)[:, -k]
-    out = np.empty((rows, k), np.intp)
-    for j in range(rows):
-        near = np.flatnonzero(values[j] >= least[j])  # at least k of them
-        out[j] = near[np.argpartition(-values[j][near], k - 1)[:k]]
-    return out
-
-
-def _worth_scanning(snap: Snapshot, bound: np.ndarray | None, floor: np.ndarray | None,
-                    runs: np.ndarray) -> np.ndarray | None:
-    """The rows whose approximate scores `candidates` needs, ascending, or None for every row.
-    A row of a scope whose bound stays under `_pilot`'s floor on every clause can be neither
-    near nor any clause's best: it is not scanned. Pruning that would keep most rows is not
-    worth its gathering: every row is scanned then."""
-    if floor is None:
-        return None
-    keep = bound[0] >= floor[0]
-    for j in range(1, len(floor)):
-        keep |= bound[j] >= floor[j]
-    return _rows_of(runs, keep, PRUNE_SHARE * snap.size)
-
-
-def _ascending(*parts: np.ndarray) -> np.ndarray:
-    """The rows of `parts` (each ascending, each row once in it), ascending, each once."""
-    parts = [part for part in parts if len(part)]
-    if len(parts) <= 1:
-        return parts[0] if parts else np.zeros(0, np.intp)
-    return _distinct(np.concatenate(parts))
-
-
-def _distinct(rows: np.ndarray) -> np.ndarray:
-    """`rows` ascending, each once (np.unique would import numpy.ma)."""
-    rows = np.sort(rows)
-    return rows[np.concatenate(([True], rows[1:] != rows[:-1]))] if len(rows) else rows
-
-
-def _cutoff(snap: Snapshot, scoped: np.ndarray, learning_cutoff: float, issue_cutoff: float) -> np.ndarray:
-    """Per row, the relevance it must reach to be a hit: its kind's cutoff, or infinite for dead
-    rows and rows marked for every task (no intent matches them)."""
-    cutoff = np.where(snap.is_learning, learning_cutoff, issue_cutoff)
-    cutoff[~scoped] = np.inf
-    return cutoff
-
-
 class Layer:
-    """One store's scores for an intent: the skill's own store, or the global layer.
-
-    In a big store only the rows that could be returned are scored exactly (`candidates`): the
-    arrays over rows hold their scores and nothing for the rest (relevance -inf, never a hit), and
-    `per_clause` has one line per row scored exactly (`rows`). Rows surely hits that cannot be a
-    clause's best match are first only bounded (`loose`: `relevance` holds the most, `relevance_low`
-    the least they can score) and scored exactly when a decision needs it (`settle`): when their
-    bounds straddle a clause's floor, or they could rank among the first few."""
+    """One store's scores for an intent: the skill's own store, or the global layer. Every row is
+    scored: its relevance to each clause (rows × clauses) mixes its scope's likeness to the clause
+    (the closer of the scope's phrase and centroid) with its own text's."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
                  config: Config, named: list[str] = ()) -> None:
         self.origin, self.snap, self.queries = origin, snap, queries
+        self.day, self.config = day, config
         # per row, and kept while the snapshot does not change (`Snapshot.derived`)
-        self.always = snap.derived("always", lambda: snap.alive & snap.always)  # returned whatever the intent: matched by nothing
+        self.always = snap.derived("always", lambda: snap.alive & snap.always)  # returned whatever the intent
         scoped = snap.derived("scoped", lambda: snap.alive & ~snap.always)
         self.learning = snap.derived("learning", lambda: scoped & snap.is_learning)
         self.issue = snap.derived("issue", lambda: scoped & ~snap.is_learning)
-        self.day, self.config = day, config
+        self.always_rows = snap.derived("always rows", lambda: np.flatnonzero(self.always))
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
-        self.named_rows = np.flatnonzero(self.named) if wanted else np.zeros(0, np.intp)
-        self.always_rows = snap.derived("always rows", lambda: np.flatnonzero(self.always))
-        cuts = config.threshold("learning_cutoff"), config.threshold("issue_cutoff")
-        cutoff = snap.derived(f"cutoff {cuts}", lambda: _cutoff(snap, scoped, *cuts))
-        self.loose = np.zeros(snap.size, bool)
-        self.loose_rows = np.zeros(0, np.intp)
-        # the vectors read, a read at a time, `_held_n` in all, and where each candidate's is (1 +
-        # its place among them; 0: not read)
-        self._held: list[np.ndarray] = []
-        self._held_n, self._held_at = 0, None
-        self.candidates: np.ndarray | None = None  # the rows that can be hits, ascending (None: any row)
-        self._level_at: np.ndarray | None = None  # scope_levels read, and where each scope's is
-        self._entries: dict[int, Any] = {}  # `entry`
-        path = scan.kernel(snap.size, config.vector_scan)
-        if path == "int8" and snap.compact_ready(now=config.vector_scan == "int8"):
-            # the rows whose exact score could change the answer, and those returned whatever it is
-            # (always-on and named: ordered by their exact relevance)
-            runs = snap.derived("runs", lambda: _runs(snap.scope_of, scoped))  # the rows whose cutoff is finite
-            found = candidates(snap, queries, cutoff, config.threshold("band"), runs)
-            self.rows = _ascending(found.rows[found.exact], self.always_rows, self.named_rows)
-            if not found.exact.all():
-                loose = ~found.exact & ~(self.named[found.rows] | self.always[found.rows])  # those are scored exactly
-                self.loose_rows = found.rows[loose]
-                self.loose_approx, self.loose_slack = found.approx[:, loose], found.slack[loose]
-                self.loose[self.loose_rows] = True
-            self.candidates = _ascending(self.rows, self.loose_rows)
-            self._held_at = np.zeros(len(self.candidates), np.intp)
-            self.per_clause = self._exact(self.rows)  # candidates × clauses, in float32
-            self.scope_relevance = snap.scope_likeness  # from the scan: to pick other_scopes' few, then exact
-        else:  # every row, exactly
-            self.rows = np.arange(snap.size)
-            scope_level = np.maximum(snap.centroids @ queries.T, snap.phrases @ queries.T)
-            self.scope_relevance = _row_max(scope_level) if len(scope_level) else np.zeros(0)
-            self.per_clause = SCOPE_SHARE * scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * (snap.vectors @ queries.T)
-        relevance = _row_max(self.per_clause)
-        self.relevance = np.full(snap.size, -np.inf, relevance.dtype)
-        self.relevance[self.rows] = relevance
-        self.relevance_low = self.relevance.copy()
-        if len(self.loose_rows):
-            top = _row_max(self.loose_approx.T)
-            self.relevance[self.loose_rows] = top + self.loose_slack
-            self.relevance_low[self.loose_rows] = top - self.loose_slack
-        self.learn_hit = self._marked(self.learning, config.threshold("learning_cutoff"))
-        self.issue_hit = self._marked(self.issue, config.threshold("issue_cutoff"))
-
-    def _marked(self, kind: np.ndarray, cutoff: float) -> np.ndarray:
-        """Per row, whether it is of `kind` and its relevance reaches `cutoff` (a row that is no
-        candidate has none): worked out for the candidates only."""
-        if self.candidates is None:
-            return kind & (self.relevance >= cutoff)
-        out = np.zeros(self.snap.size, bool)
-        out[self.candidates] = kind[self.candidates] & (self.relevance[self.candidates] >= cutoff)
-        return out
-
-    def where(self, mask: np.ndarray) -> np.ndarray:
-        """The rows `mask` marks (one of the hit masks), ascending: looked for among the candidates."""
-        return np.flatnonzero(mask) if self.candidates is None else self.candidates[mask[self.candidates]]
-
-    def _exact(self, rows: np.ndarray) -> np.ndarray:
-        """Rows × clauses: how close each of `rows` is to each part of the intent, in float32.
-        The vectors read for it are kept (`vectors_of`), and so is each scope's level."""
-        vectors = self.snap.vectors_of(rows)
-        self._held.append(vectors)  # kept as read, not copied (`vectors_of`)
-        self._held_at[np.searchsorted(self.candidates, rows)] = np.arange(self._held_n + 1, self._held_n + 1 + len(rows))
-        self._held_n += len(rows)
-        return (SCOPE_SHARE * self.scope_levels(self.snap.scope_of[rows])
-                + (1 - SCOPE_SHARE) * (vectors @ self.queries.T))
-
-    def scope_levels(self, scopes: np.ndarray) -> np.ndarray:
-        """Scopes × clauses: the closer of each scope's phrase and centroid to each clause, in
-        float32, read once per recall for each scope (`scope_pairs_of`: both vectors in one read)."""
-        snap = self.snap
-        if self._level_at is None:
-            self._level_at = np.full(len(snap.scopes), -1, np.intp)
-            self._levels = np.zeros((0, len(self.queries)), np.float32)
-        scopes = np.asarray(scopes, np.intp)
-        new = _distinct(scopes[self._level_at[scopes] < 0])  # each scope not yet read, once
-        if len(new):
-            pairs = snap.scope_pairs_of(new)  # scopes × (centroid, phrase) × dim
-            # a product apiece, as over two matrices: one product of both would round its last bits
-            # otherwise (a product's rounding depends on its shape)
-            level = np.maximum(pairs[:, 0] @ self.queries.T, pairs[:, 1] @ self.queries.T)
-            self._level_at[new] = np.arange(len(new)) + len(self._levels)
-            self._levels = np.concatenate([self._levels, level])
-        return self._levels[self._level_at[scopes]]
-
-    def vectors_of(self, rows) -> np.ndarray:
-        """`snap.vectors_of(rows)`, from what scoring them read when it did (MMR and the
-        conflicts ask for rows scored exactly: no second read from the image)."""
-        rows = np.asarray(rows, np.intp)
-        if not self._held_n:
-            return self.snap.vectors_of(rows)
-        place = np.minimum(np.searchsorted(self.candidates, rows), len(self.candidates) - 1)
-        held = self.candidates[place] == rows  # (the fallback may show a row that is no candidate)
-        at = self._held_at[place] - 1
-        held &= at >= 0
-        out = np.empty((len(rows), self.snap.dim), np.float32)
-        start = 0  # each read's rows taken from it: putting the reads together costs more (fresh pages)
-        for vectors in self._held:
-            mine = np.flatnonzero(held & (at >= start) & (at < start + len(vectors)))
-            out[mine] = vectors[at[mine] - start]
-            start += len(vectors)
-        if not held.all():
-            out[~held] = self.snap.vectors_of(rows[~held])
-        return out
-
-    def settle(self, rows: np.ndarray) -> np.ndarray:
-        """Score the loose ones of `rows` exactly (they join `rows` and `per_clause`); returns
-        those rows, and leaves their exact relevance in `relevance` and `relevance_low`."""
-        rows = np.asarray(rows, np.intp)
-        rows = rows[self.loose[rows]]
-        if len(rows):
-            per_clause = self._exact(rows)
-            self.rows = np.concatenate([self.rows, rows])
-            self.per_clause = np.concatenate([self.per_clause, per_clause])
-            self.relevance[rows] = self.relevance_low[rows] = _row_max(per_clause)
-            self.loose[rows] = False
-        return rows
+        self.named_rows = np.flatnonzero(self.named)
+        text, self.scope_level = snap.score(queries)
+        self.scope_relevance = self.scope_level.max(axis=1) if len(self.scope_level) else np.zeros(0)
+        self.per_clause = SCOPE_SHARE * self.scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * text
+        self.relevance = self.per_clause.max(axis=1) if len(queries) else np.zeros(snap.size)
+        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
+        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
 
     def weight_of(self, rows) -> np.ndarray:
-        """The weight of each of `rows` today (0 for an issue): computed for the few rows a
-        recall shows or ranks, not for the whole store."""
+        """The weight of each of `rows` today (0 for an issue)."""
         rows = np.asarray(rows, np.intp)
         snap = self.snap
         return np.where(snap.is_learning[rows], weights(snap.recurrence[rows], snap.last_seen[rows], self.day,
@@ -543,7 +200,7 @@ class Layer:
 
     def best(self) -> np.ndarray:
         """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
-        hits = (self.learn_hit | self.issue_hit)[self.rows]
+        hits = self.learn_hit | self.issue_hit
         if not hits.any():
             return np.full(self.per_clause.shape[1], -1.0)
         return self.per_clause[hits].max(axis=0)
@@ -551,36 +208,13 @@ class Layer:
     def keep_near(self, floor: np.ndarray) -> None:
         """Only entries within the band of the best match for some clause stay hits: each part of
         a many-sided intent brings its own best matches, not just the part that matched best.
-        Entries of the scopes the caller named are returned on their own, after these. A loose
-        row whose bounds leave it unclear is scored exactly first."""
-        if len(self.loose_rows):
-            approx, slack = self.loose_approx, self.loose_slack
-            surely = approx[0] - slack >= floor[0]
-            maybe = approx[0] + slack >= floor[0]
-            for j in range(1, len(floor)):
-                surely |= approx[j] - slack >= floor[j]
-                maybe |= approx[j] + slack >= floor[j]
-            still = self.loose[self.loose_rows]
-            self.settle(self.loose_rows[maybe & ~surely & still])
-            far = self.loose_rows[~maybe & still]
-        near = self.per_clause[:, 0] >= floor[0]  # a column at a time, as in _row_max
-        for j in range(1, len(floor)):
-            near |= self.per_clause[:, j] >= floor[j]
-        kept = np.zeros(self.snap.size, bool)
-        kept[self.loose_rows[self.loose[self.loose_rows]]] = True  # surely near: the loose rows left
-        kept[self.rows] = near
-        if len(self.loose_rows):
-            kept[far] = False
-        kept[self.named_rows] = False
+        Entries of the scopes the caller named are returned on their own, after these."""
+        kept = (self.per_clause >= floor).any(axis=1) & ~self.named
         self.learn_hit &= kept
         self.issue_hit &= kept
 
     def entry(self, row: int):
-        """The entry at `row`, looked up once a recall (showing it, its id and its conflicts each ask)."""
-        got = self._entries.get(row)
-        if got is None:
-            got = self._entries[row] = self.snap.entries[row]
-        return got
+        return self.snap.entries[row]
 
     def shown_id(self, row: int) -> str:
         entry = self.entry(row)
@@ -614,18 +248,15 @@ class Pool:
     @property
     def vectors(self) -> np.ndarray:
         if self._vectors is None:
-            self._vectors = np.concatenate([layer.vectors_of(rows) for layer, rows in zip(self.layers, self.picks)])
+            self._vectors = np.concatenate([layer.snap.vectors[rows] for layer, rows in zip(self.layers, self.picks)])
         return self._vectors
 
     def vectors_at(self, at: np.ndarray) -> np.ndarray:
-        """The vectors of the pool's rows `at` only (MMR needs a few hundred of thousands): one
-        layer's as it gives them (no second array to copy them into)."""
-        if len(self.layers) == 1:
-            return self.layers[0].vectors_of(self.row[at])
-        out = np.empty((len(at), self.layers[0].snap.vectors.shape[1]), np.float32)
+        """The vectors of the pool's rows `at` only (MMR needs a few hundred)."""
+        out = np.empty((len(at), self.layers[0].snap.dim), np.float32)
         for i, layer in enumerate(self.layers):
             mine = self.layer[at] == i
-            out[mine] = layer.vectors_of(self.row[at][mine])
+            out[mine] = layer.snap.vectors[self.row[at][mine]]
         return out
 
     def _gather(self, get) -> np.ndarray:
@@ -673,8 +304,8 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf
     for layer in layers:
         layer.keep_near(floor)
-    learn = Pool(layers, [layer.where(layer.learn_hit) for layer in layers])
-    issue = Pool(layers, [layer.where(layer.issue_hit) for layer in layers])
+    learn = Pool(layers, [np.flatnonzero(layer.learn_hit) for layer in layers])
+    issue = Pool(layers, [np.flatnonzero(layer.issue_hit) for layer in layers])
     every = Pool(layers, [layer.always_rows for layer in layers])
     named = Pool(layers, [layer.named_rows for layer in layers])
     # A global entry that says what a skill entry returned says is not repeated: the skill's wins.
@@ -689,7 +320,6 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
         ranked.omitted["learnings" if layers[li].snap.is_learning[row] else "issues"] += 1
 
     if len(learn):
-        _settle(learn, MMR_POOL, weighted=True)
         value = learn.column("relevance") * (0.5 + 0.5 * learn.column("weight"))
         chosen = learn.refs_at(np.array(_mmr(learn.vectors_at, value, learn.order(value, MMR_POOL), k), np.intp))
         ranked.omitted["learnings"] += len(learn) - len(chosen)
@@ -698,8 +328,6 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     if not len(learn) and not len(issue) and not always and not len(named):
         # nothing matched and no rule holds for every task: the single nearest issue (or the
         # strongest learning), flagged, so a vague intent is not met with nothing at all
-        for layer in layers:
-            layer.settle(layer.loose_rows)
         issues_left = Pool(layers, [np.flatnonzero(layer.issue) for layer in layers])
         if len(issues_left):
             li, row = issues_left.refs_at(issues_left.order(issues_left.column("relevance"), 1))[0]
@@ -708,7 +336,6 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
             strongest = Pool(layers, [np.flatnonzero(layer.learning) for layer in layers])
             chosen = strongest.refs_at(strongest.order(strongest.column("weight"), 1))
         ranked.fallback = bool(len(issue) or chosen)
-    _settle(issue, config.issues_k, weighted=False)
     order = issue.order(issue.column("relevance"), config.issues_k)
     ranked.omitted["issues"] += max(0, len(issue) - config.issues_k)
     issues = issue.refs_at(order)
@@ -743,24 +370,6 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     return ranked
 
 
-def _settle(pool: Pool, limit: int, weighted: bool) -> None:
-    """Score exactly the loose rows of `pool` that could be among its first `limit` (by relevance,
-    times the weight's factor when `weighted`, as `_rank` orders it): at least `limit` rows surely
-    score as much as the limit-th best lower bound, so a row whose upper bound stays under it
-    cannot be among them, and the upper bound it keeps sorts it below every row that can."""
-    loose = pool._gather(lambda layer: layer.loose)
-    if not loose.any():
-        return
-    high, low = pool.column("relevance"), pool.column("relevance_low")
-    if weighted:
-        factor = 0.5 + 0.5 * pool.column("weight")
-        high, low = high * factor, low * factor
-    cut = np.partition(low, len(low) - limit)[len(low) - limit] if len(low) > limit else -np.inf
-    unclear = loose & (high >= cut)
-    for i, layer in enumerate(pool.layers):
-        layer.settle(pool.row[unclear & (pool.layer == i)])
-
-
 def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[str, int]:
     """The scopes no returned entry came from, each with its count of entries (always-on ones
     aside: those were all returned), nearest to the intent first, at most OTHER_SCOPES. Counted
@@ -775,12 +384,11 @@ def _other_scopes(layers: list[Layer], returned: list[tuple[int, int]]) -> dict[
         have = snap.derived("scopes counted", lambda: np.flatnonzero(count))
         if not len(have):
             continue
-        # the same key under both kinds, keys already used, and room for the approximate likeness
-        # of a big store to put a scope a little out of place (each is then scored exactly)
-        take = OTHER_SCOPES * 2 + len(used) + 16
+        # the same key under both kinds, and keys already used
+        take = OTHER_SCOPES * 2 + len(used)
         if len(have) > take:
             have = have[np.argpartition(-layer.scope_relevance[have], take - 1)[:take]]
-        exact = layer.scope_levels(have).max(axis=1)
+        exact = layer.scope_relevance[have]
         for at, relevance in zip(have.tolist(), exact.tolist()):
             _, key, display = snap.scopes[at]
             seen = nearest.get(key)
@@ -863,7 +471,7 @@ def _conflicts(layers: list[Layer], refs: list[tuple[int, int]], config: Config)
     for li, layer in enumerate(layers):  # one read per layer, not per entry
         at = [i for i, (l, _) in enumerate(refs) if l == li]
         if at:
-            vecs[at] = layer.vectors_of([refs[i][1] for i in at])
+            vecs[at] = layer.snap.vectors[[refs[i][1] for i in at]]
     sims = vecs @ vecs.T
     entries = [layers[li].entry(row) for li, row in refs]
     # too far apart for the judge to look at (a contradiction in the same words is close), or

@@ -7,7 +7,7 @@ makes an embedder on its own.
 from __future__ import annotations
 
 from ..base.config import Config, load
-from ..index.build import Progress, Written
+from ..base.progress import Progress
 from ..index.freshness import snapshot
 from ..index.snapshot import Snapshot
 from ..semantics.embed import Embedder, get_embedder
@@ -41,7 +41,6 @@ class Workspace:
             store.require()
         return store
 
-    def snapshot(self, store: Store, written: Written | None = None) -> Snapshot:
-        """`store`'s entries and vectors, up to date with its files (`written`: the entries of files
-        just written, see `freshness.snapshot`)."""
-        return snapshot(store, self.embedder, self.progress, written)
+    def snapshot(self, store: Store) -> Snapshot:
+        """`store`'s entries and vectors, up to date with its files."""
+        return snapshot(store, self.embedder, self.progress)

@@ -11,7 +11,7 @@ import time
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, TypeVar
+from typing import Iterator
 
 from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
@@ -22,7 +22,6 @@ from ..git import runner, tree
 from ..git.locks import Busy, flock, git_locks
 from . import ids, journal
 
-T = TypeVar("T")
 
 
 @dataclass
@@ -185,17 +184,12 @@ class Store:
     # --- writing --------------------------------------------------------------------------------
 
     def write_and_commit(self, message: str, files: dict[Path, str | bytes | None], *,
-                         finishing: str | None = None, meanwhile: Callable[[], T] | None = None) -> T | None:
+                         finishing: str | None = None) -> None:
         """Write (or delete, for None) each file atomically, then commit them all as one change.
         If the commit fails (a hook said no), every file is put back as it was. The whole change
         is journaled first, so a writer killed at any point leaves enough for the next one to
         finish it or undo it. `finishing` names the git operation this commit completes (a rebase,
-        from its post-rewrite hook: the branch is already moved, only git's state is left).
-
-        `meanwhile` is called once the files are written, while git stages them (a compact's
-        refresh of the index, which reads the files, not the commit); its result is returned once
-        the change is committed. If it raises, the change is undone as a failed commit is. Until
-        this returns nothing is committed: the caller says so only then."""
+        from its post-rewrite hook: the branch is already moved, only git's state is left)."""
         pending = runner.in_progress(self.path)
         if pending and pending != finishing:  # a commit now would conclude the user's merge (or rebase …) under our message
             raise WhetstoneError(f"{self.skill} is in the middle of a {pending} (a sync or a git command stopped on "
@@ -212,7 +206,7 @@ class Store:
             raise self.cannot_write(exc, "nothing was changed") from None
         try:
             journal.apply(before, after)
-            result = self.commit_paths(message, rels, meanwhile)
+            self.commit_paths(message, rels)
         except BaseException as exc:
             try:
                 journal.apply(after, before)
@@ -227,36 +221,25 @@ class Store:
                 raise self.cannot_write(exc, "nothing was changed") from None
             raise
         record.unlink(missing_ok=True)
-        return result
 
     def cannot_write(self, exc: OSError, outcome: str) -> WhetstoneError:
         """The one-line error for a write the system refused (a full disk, a read-only mount, …)."""
         return WhetstoneError(f"cannot write to {self.skill} in {self.path}: {exc.strerror or exc}; {outcome}",
                               exit_code=RUNTIME)
 
-    def commit_paths(self, message: str, paths: list[str], meanwhile: Callable[[], T] | None = None) -> T | None:
+    def commit_paths(self, message: str, paths: list[str]) -> None:
         """Commit `paths` as they are on disk (`runner.commit`), waiting (up to lock_timeout) while
         another git command holds one of git's lock files (.git/index.lock, HEAD.lock, …), and
-        taking over those a killed git left; a damaged .git/index is rebuilt from HEAD once.
-        `meanwhile` is called once, while git stages the first try's paths (see `write_and_commit`)."""
+        taking over those a killed git left; a damaged .git/index is rebuilt from HEAD once."""
         deadline = time.monotonic() + self.config.lock_timeout
         repaired = False
-        called, made = [], []  # whether `meanwhile` was called, and what it returned
-
-        def once() -> T:
-            called.append(True)
-            made.append(meanwhile())
-            return made[0]
         while True:
             if self._lock_fd is not None:
                 self.warnings += journal.reap_git_locks(self.path)
             try:
-                runner.commit(self.path, message, paths, hold=self._lock_fd,
-                              meanwhile=once if meanwhile is not None and not called else None)
-                return made[0] if made else None
+                runner.commit(self.path, message, paths, hold=self._lock_fd)
+                return
             except WhetstoneError as exc:
-                if called and not made:  # `meanwhile` failed, not git: the change is undone
-                    raise
                 if not repaired and self._lock_fd is not None:
                     said = journal.repair_index(self.path, exc.message, self._lock_fd)  # a damaged .git/index
                     if said:

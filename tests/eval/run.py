@@ -66,10 +66,10 @@ PLAIN = ".plain"  # the store of a skill loaded without its always-on marks
 def load_skill(config, skill: dict[str, Any], marked: bool = True) -> None:
     """Write a skill's entries as markdown scope files and commit them, ids as labeled; entries
     labeled `always` carry `- applies: always` when `marked` (else the store is `<skill>.plain`)."""
-    from git_whetstone.format import blocks
+    from git_whetstone.format import blocks, edits
     from git_whetstone.format.counters import ids_text
     from git_whetstone.format.layout import scope_key
-    from git_whetstone.ops.attach import create
+    from git_whetstone.ops.writing.attach import create
     from git_whetstone.store.store import Store
 
     store = Store.open(config, skill["skill"] + ("" if marked else PLAIN))
@@ -90,8 +90,8 @@ def load_skill(config, skill: dict[str, Any], marked: bool = True) -> None:
         fields += [("provenance", blocks.encode_value(f"{entry.get('last_seen', DAY)} — 'from the eval set'"))]
         path = store.file_for_scope(kind, entry["scope"], known)
         known[(kind, scope_key(entry["scope"]))] = store.rel(path)
-        block = blocks.render(entry["id"], blocks.derive_title(entry["body"]), fields, entry["body"])
-        texts[path] = blocks.append(texts.get(path, ""), block)
+        block = edits.render(entry["id"], blocks.derive_title(entry["body"]), fields, entry["body"])
+        texts[path] = edits.append(texts.get(path, ""), block)
     texts[store.path / "next_ids.json"] = ids_text({k: v + 1 for k, v in top.items()})
     store.write_and_commit(f"eval: load {len(skill['entries'])} entries", texts)
 
@@ -166,9 +166,9 @@ def eval_prefeval(config, folder: Path) -> dict[str, Any] | None:
     """PrefEval's explicit preferences (read from `folder`, never copied): one skill per topic, every
     preference a learning in the topic's scope, then recall(topic, question) for each row; hit@1/3/5
     and MRR of the row's own preference among the learnings returned, in order."""
-    from git_whetstone.format import blocks
+    from git_whetstone.format import blocks, edits
     from git_whetstone.format.counters import ids_text
-    from git_whetstone.ops.attach import create
+    from git_whetstone.ops.writing.attach import create
     from git_whetstone.ops.recall import recall
     from git_whetstone.store.store import Store
 
@@ -187,7 +187,7 @@ def eval_prefeval(config, folder: Path) -> dict[str, Any] | None:
             for number, row in enumerate(rows, 1):
                 fields = [("recurrence", "1"), ("first_seen", DAY), ("last_seen", DAY), ("scope", topic.replace("_", " "))]
                 body = " ".join(row["preference"].split())
-                text = blocks.append(text, blocks.render(f"L{number}", blocks.derive_title(body), fields, body))
+                text = edits.append(text, edits.render(f"L{number}", blocks.derive_title(body), fields, body))
             store.write_and_commit(f"eval: load {len(rows)} PrefEval preferences",
                                    {store.file_for_scope("learning", topic.replace("_", " "), {}): text,
                                     store.path / "next_ids.json": ids_text({"learning": len(rows) + 1, "issue": 1})})
@@ -252,7 +252,7 @@ class McpCaller:
 
 def library_caller(config):
     """Capture through the library, in this process (what the tests use: no server to start)."""
-    from git_whetstone.ops.capture import capture
+    from git_whetstone.ops.writing.capture import capture
 
     def call(mode: str, **arguments: Any) -> dict[str, Any]:
         return capture(**arguments, config=dataclasses.replace(config, supervision=mode))
@@ -276,7 +276,7 @@ def eval_judge(config, pairs: list[dict[str, Any]], code: str, skills: dict[str,
       merged into its entry, or asked about with it named;
     - asked: a distinct or compatible pair asked about or refused as a conflict (a question the
       person or agent must answer); mentioned: written with look-alikes named (a note)."""
-    from git_whetstone.ops.capture import capture
+    from git_whetstone.ops.writing.capture import capture
 
     autonomous = dataclasses.replace(config, supervision="autonomous")
     out: dict[str, Any] = {"pairs": len(pairs)}

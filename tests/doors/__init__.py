@@ -1,0 +1,1 @@
+"""The doors: the command line, the MCP server, git itself."""

@@ -1,0 +1,1 @@
+"""The format layer: blocks, their validation, three-way merges."""

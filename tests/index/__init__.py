@@ -1,0 +1,1 @@
+"""The index layer: index.sqlite, the snapshot, and how it stays fresh."""

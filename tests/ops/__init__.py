@@ -1,0 +1,1 @@
+"""The operations, through the library."""

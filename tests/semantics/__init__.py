@@ -1,0 +1,1 @@
+"""The semantics layer: words, embedding backends, the judge."""
