@@ -63,14 +63,13 @@ class Snapshot:
         self.files = {path: files[path] for path in paths}
         self.rows = list(self.files.values())
         self._at = {path: i for i, path in enumerate(paths)}
-        vectors = [rows.vectors if vectors is None or path not in vectors else vectors[path]
-                   for path, rows in self.files.items()]
         counts = np.array([rows.n for rows in self.rows], np.int64)
         self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.size = int(counts.sum())
-        self.vectors = np.concatenate(vectors) if vectors else np.zeros((0, dim), np.float32)
-        for rows in self.rows:
-            rows.vectors = None  # the matrix holds them now
+        self.vectors = np.empty((self.size, dim), np.float32)
+        for path, rows, start, n in zip(paths, self.rows, self.starts.tolist(), counts.tolist()):
+            self.vectors[start:start + n] = rows.vectors if vectors is None or path not in vectors else vectors[path]
+            rows.vectors = None  # the matrix holds them now: a file's buffer goes as soon as it is copied
         columns = np.concatenate([rows.columns for rows in self.rows], axis=1) if self.rows else np.zeros((5, 0), np.int64)
         self.recurrence, self.last_seen, _, self.id_key, always = columns
         self.always = always != 0
