@@ -222,8 +222,9 @@ def _as_intent(prompt: str) -> str:
 
 def _recall(ws: Workspace, store: Store, task: str) -> dict[str, Any] | None:
     """What recall returns for the task, less a fallback (a nearest entry when nothing matched is
-    no reason to speak up). None for a store with no entries: nothing to recall, no event."""
-    if not ws.snapshot(store).count:
+    no reason to speak up). None for a store with no scope file: nothing to recall, no event.
+    (Asking the snapshot would check every file's freshness twice, here and in recall.)"""
+    if not any(store.scope_names(kind) for kind in ("learning", "issue")):
         return None
     r = recall(store.skill, task, config=ws.config)
     items = [dict(i, kind="issue") for i in r["issues"]] + [dict(i, kind="learning") for i in r["learnings"]]
@@ -309,7 +310,7 @@ def render(sections: list[dict[str, Any]], chosen: set[tuple[int, int]]) -> str:
         if not shown:
             continue
         lines.append(f"{section['skill']} (run_id {section['run_id']}):")
-        lines += [_line(item) for item in shown]
+        lines += [item["line"] for item in shown]
         if left:
             lines.append(f"  ({left} more left out: git whetstone recall {section['skill']} \"<the task>\" lists "
                          f"them)")
@@ -322,6 +323,9 @@ def compose(sections: list[dict[str, Any]]) -> tuple[str, int, int]:
     """The block (at most MAX_CHARS; "" when no section has an item), how many items it shows and
     how many it leaves out. Items go in by tier, mandatory rules first, while the block fits."""
     everything = sum(len(s["items"]) + s["left"] for s in sections)
+    for section in sections:
+        for item in section["items"]:
+            item["line"] = _line(item)
     order = sorted(((_tier(item), s, i) for s, section in enumerate(sections)
                     for i, item in enumerate(section["items"])))
     chosen: set[tuple[int, int]] = set()
