@@ -17,7 +17,8 @@ except `freshness.LIVE` (cleared to simulate a fresh process, read to time the f
 `runner.commit` (the git floor).
 
 Figures: index build from scratch, recall (in-process median and p95, after a write, from disk, one
-CLI process), capture (new, reinforced), revise, compact (dry run, applied, again), export (the
+CLI process), one `context` process (a prompt hook's JSON on stdin), capture (new, reinforced),
+revise, compact (dry run, applied, again), export (the
 first, then again after a write), the MCP server's first and warm recall and peak RSS, MCP
 spawn-to-initialize, and the report page after a year of history (one commit per entry, events to
 match) is added on top. Floors, measured in the same run: embedding every text once, one numpy dot
@@ -81,6 +82,7 @@ TARGETS: dict[tuple[str, int], tuple[float, str]] = {
 # (figure, size) -> (at most this many times the floor, where the target comes from)
 RATIO_TARGETS: dict[tuple[str, int], tuple[float, str]] = {
     ("recall_cli", 100_000): (3, "issue 40"),  # × python -c "import numpy"
+    ("context_cli", 1_000): (2, "issue 43"),
 }
 GROWTH = (10, "issue 40")  # recall at 100,000 entries at most this many times recall at 10,000 (linear)
 REPORT_MAX = 11_000  # the report is timed in a full run up to this size (issue 21 asks about 1,000 and 11,000)
@@ -578,10 +580,10 @@ def clock(fn: Callable[[], Any]) -> tuple[float, Any]:
     return (time.perf_counter() - start) * 1000, out
 
 
-def wall(cmd: list[str], env: dict[str, str], n: int) -> Measure:
+def wall(cmd: list[str], env: dict[str, str], n: int, stdin: str | None = None) -> Measure:
     runs = []
     for _ in range(n):
-        ms, proc = clock(lambda: subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True))
+        ms, proc = clock(lambda: subprocess.run(cmd, env=env, cwd=REPO, capture_output=True, text=True, input=stdin))
         if proc.returncode != 0:
             raise SystemExit(f"{' '.join(cmd[:6])}… failed ({proc.returncode}): {proc.stderr.strip()[-400:]}")
         runs.append(ms)
@@ -708,6 +710,11 @@ def bench_size(size: int, root: Path, cfg: Any, env: dict[str, str], args: argpa
     say("   CLI")
     figures["recall_cli"] = wall([sys.executable, "-m", "git_whetstone", "recall", skill, queries[1]], env,
                                  max(5, n // 2) if size < 50_000 else few)
+    # 3b. one `git whetstone context` process, as Claude Code's UserPromptSubmit hook runs it
+    hook = json.dumps({"session_id": "bench", "transcript_path": "/dev/null", "cwd": str(REPO),
+                       "hook_event_name": "UserPromptSubmit", "prompt": queries[1]})
+    figures["context_cli"] = wall([sys.executable, "-m", "git_whetstone", "context", skill], env,
+                                  max(5, n // 2) if size < 50_000 else few, stdin=hook)
 
     # 4. capture: novel rules (should commit) into existing scopes, then existing rules again
     say("   capture")
@@ -967,6 +974,7 @@ ROWS = [  # (figure[:p95], label, floor: a figure of the same size, "@name" for 
     ("recall_after_write", "recall in-process right after a write", "floor_dot"),
     ("recall_disk", "recall in-process, cache cleared, index on disk", None),
     ("recall_cli", "one `git whetstone recall` process", "@numpy"),
+    ("context_cli", "one `git whetstone context` process (prompt hook)", "@numpy"),
     ("capture_committed", "capture, new rule (committed)", "floor_git"),
     ("capture_reinforce", "capture, existing rule again (reinforced)", "floor_git"),
     ("revise", "revise (reinforce by id)", "floor_git"),

@@ -7,7 +7,8 @@ The CLI, the hooks and the MCP server call these and nothing else below them; ea
 JSON the MCP tool returns (or raises `WhetstoneError` with a one-line message). The operations live
 in `ops`'s subpackages, grouped by job: `writing` (attach, capture, revise, a hand edit), `recall`,
 `upkeep` (compact, the global layer), `sharing` (packs, rule files), `sync` (remotes, merges,
-hooks) and `looking` (list, show, doctor, metrics, the report). A name is loaded when first asked
+hooks), `looking` (list, show, doctor, metrics, the report) and `hosts` (the context an agent
+host's prompt hook adds, and those hooks in the host's settings). A name is loaded when first asked
 for, so a command imports only the operation it runs.
 """
 from __future__ import annotations
@@ -35,6 +36,8 @@ API = {
     "list_stores": "looking.browse", "show": "looking.browse", "path": "looking.browse",
     "history": "looking.browse", "doctor": "looking.doctor", "metrics": "looking.metrics",
     "report": "looking.report",
+    # hosts
+    "context": "hosts.context", "host_hooks": "hosts.settings",
 }
 # the API's name for an operation whose function is named otherwise in its module
 _NAMED = {"install_hooks": "install", "uninstall_hooks": "uninstall"}

@@ -269,9 +269,10 @@ def edit(state: State, skill: str, scope: str | None, issue: bool, as_json: bool
 
 @main.group(name="hooks")
 def hooks_group() -> None:
-    """Install or remove the git hooks that check and index hand edits of a store.
+    """Install or remove the git hooks that check and index hand edits of a store, or (host) an
+    agent host's hooks that run 'git whetstone context' before each prompt.
 
-    attach installs them; a hook that was already there is kept and run first.
+    attach installs the git hooks; a hook that was already there is kept and run first.
     """
 
 

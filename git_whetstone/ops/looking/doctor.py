@@ -2,7 +2,7 @@
 
 It checks the store (a git repository with a commit), its markdown (the full validator, mistune
 included), the hooks and the merge drivers, the remote (ahead or behind as of the last sync; doctor
-never fetches), the index's freshness (read without updating it), the embedding backend, and whether
+never fetches), whether a host's prompt hook runs `git whetstone context`, the index's freshness (read without updating it), the embedding backend, and whether
 recalls and captures are landing. Each finding carries a `fix`: the command that mends it. When the
 loop looks dead it says how to wire the agent host.
 """
@@ -20,6 +20,7 @@ from ...format.layout import KIND_FOLDER
 from ...git import runner
 from ...store import events
 from ...store.store import Store
+from ..hosts.settings import status as host_status
 from ..sync import hooks
 from ..sync.drivers import drivers_status
 from ..sync.remotes import pick
@@ -29,6 +30,7 @@ from ...index.freshness import scan as stamps_of
 QUIET_DAYS = 14
 SETUP = [
     "Claude Code:  claude mcp add whetstone -- whetstone-mcp",
+    "  and the rules in every prompt, even when the agent forgets: git whetstone hooks host claude-code",
     'Any MCP host: { "mcpServers": { "whetstone": { "command": "whetstone-mcp" } } }',
     "Then ask the agent to call recall at the start of each task and capture each correction.",
 ]
@@ -73,6 +75,8 @@ def doctor(skill: str, *, config: Config | None = None) -> dict[str, Any]:
     merged, detail = drivers_status(store)
     check("drivers", merged, detail, f"git whetstone hooks install {store.skill}", warn=True)
     check(*_remote(store), warn=True)
+    host = host_status()
+    check("host", host["installed"], host["detail"], "git whetstone hooks host claude-code", warn=True)
     check(*_index(store), f"git whetstone reindex {store.skill}", warn=True)
     try:
         ws.embedder.embed(["whetstone doctor"])
