@@ -534,3 +534,26 @@ def test_doctor_says_where_a_store_stands_against_its_remote_and_how_to_mend_it(
     alone.learn("Never abbreviate month names", "dates")
     lone = finding(alone, "remote")
     assert lone["ok"] and "git whetstone remote great-tables add URL" in lone["detail"]
+
+
+def test_the_same_reinforcement_on_two_machines_counts_twice(pair, monkeypatch) -> None:
+    """`revise L1 reinforce` on both machines, and the same `capture --confirm same:L2` in the same
+    second on both, then sync: every reinforcement counts, although each machine's change alone
+    would be the same bytes (and git merges those without asking the merge driver)."""
+    a, b, origin = pair
+    same_second = {"GIT_AUTHOR_DATE": "2026-07-24T10:00:00+00:00", "GIT_COMMITTER_DATE": "2026-07-24T10:00:00+00:00"}
+    for m in (a, b):
+        assert m.cli("revise", SKILL, "L1", "reinforce", env=same_second).returncode == 0
+        proc = m.cli("capture", SKILL, "Show prices in dollars", "--scope", "currency formatting",
+                     "--provenance", "dollars again", "--confirm", "same:L2", env=same_second)
+        assert proc.returncode == 0 and proc.stdout.startswith("reinforced"), proc.stderr
+    for m in (a, b, a):
+        assert m.cli("sync", SKILL).returncode == 0
+    entries = a.entries()
+    assert entries == b.entries()
+    assert entries["Heat-map msrp with a warm palette"] == ("L1", 3)
+    assert entries["Format the price column as US dollars"] == ("L2", 3)
+    # each reinforcement is a provenance line of its own, naming the run that made it
+    lines = [e["provenance"] for e in show(SKILL, config=a.config)["learnings"] if e["id"] == "L2"][0]
+    assert len([p for p in lines if "dollars again" in p]) == 2 and len(set(lines)) == len(lines)
+    fsck(a.path, b.path, origin)

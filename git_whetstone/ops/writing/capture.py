@@ -79,6 +79,7 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
     create(store)
     with store.lock():
         ctx = Context.open(ws, store)
+        ctx.run_id = run_id
         outcome = (_global_conflict(ctx, body, said)
                    or _capture(ctx, kind, body, scope, said_by, said, every, decide))
         warnings = list(ctx.snap.warnings) + store.warnings

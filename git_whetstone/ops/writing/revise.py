@@ -41,8 +41,8 @@ from .capture import HOST, Decide, host_contradiction, verdict_of
 from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from ..workspace import Workspace
-from .writes import (DECLINED, HARDENED, Outcome, ask, brief, harden, mark, move, promotion_declined, reinforce,
-                     reword, soften)
+from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, promotion_declined,
+                     reinforce, reword, soften)
 
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote") + PAIRED
@@ -92,6 +92,7 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
     store = ws.store(skill, must_exist=True)
     with store.lock():
         ctx = Context.open(ws, store)
+        ctx.run_id = run_id
         entry = ctx.entry(entry_id)
         if target:
             outcome = _pair(ctx, entry, ctx.entry(target), action)
@@ -303,7 +304,7 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     if action == "reinforce":
         if scope:
             return move(ctx, entry, body, scope, {"recurrence": str(entry.recurrence + 1),
-                                                  "last_seen": today().isoformat()})
+                                                  "last_seen": today().isoformat()}, counted(ctx, None))
         return reinforce(ctx, entry, None, verb="revise", body=body)
     if action == "weaken":
         return _weaken(ctx, entry, body, scope)
@@ -403,9 +404,9 @@ def _weaken(ctx: Context, entry: Entry, body: str | None, scope: str | None) -> 
         return Outcome("noop", entry.id, entry.recurrence, f"{entry.id} is already at recurrence 1; use remove to drop it.")
     count = max(1, entry.recurrence - 1)
     if scope:
-        return move(ctx, entry, body, scope, {"recurrence": str(count)})
+        return move(ctx, entry, body, scope, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
     text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {"recurrence": str(count)})
+    changed = edits.update_fields(block, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
     if body:
         changed = reword(changed, block, body)
     ctx.commit(f"revise: weaken {entry.id} ({entry.scope}), recurrence {count}\n",

@@ -53,14 +53,22 @@ def promotion_declined(entry: Entry) -> bool:
     return any(DECLINED in p or SOFTENED in p for p in entry.provenance)
 
 
+def counted(ctx: Context, stamp: str | None, what: str = "reinforced") -> str:
+    """The provenance line a change of recurrence adds: the caller's words (`stamp`, else what was
+    done) and the run it came from. Two machines that make the same change on the same day still
+    write different lines, so git sees two changes and the merge driver counts both."""
+    return f"{stamp or f'{today().isoformat()} — {what}'} (run {ctx.run()})"
+
+
 def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: str | None = None,
               always: bool = False) -> Outcome:
-    """Raise a learning's recurrence by one and refresh last_seen (rewording it with `body`, marking
-    it for every task with `always`); when that reaches `promotion_threshold`, ask once whether it
-    should harden into an issue."""
+    """Raise a learning's recurrence by one and refresh last_seen, with a provenance line of its
+    own (`counted`), rewording it with `body`, marking it for every task with `always`; when that
+    reaches `promotion_threshold`, ask once whether it should harden into an issue."""
     text, block = ctx.block(old)
     count = old.recurrence + 1
-    changed = edits.update_fields(block, {"recurrence": str(count), "last_seen": today().isoformat()}, stamp)
+    changed = edits.update_fields(block, {"recurrence": str(count), "last_seen": today().isoformat()},
+                                  counted(ctx, stamp))
     marked = always and not old.always
     if marked:
         changed = edits.with_always(block, True, changed)
@@ -143,11 +151,12 @@ def _marked(always: bool) -> str:
             else "recalled when a task is about its scope")
 
 
-def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[str, str]) -> Outcome:
+def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[str, str],
+         stamp: str | None = None) -> Outcome:
     """Move an entry to another scope (its file may change), keeping its id and history; `extra`
-    holds metadata changed on the way (recurrence, last_seen)."""
+    holds metadata changed on the way (recurrence, last_seen), `stamp` a provenance line to add."""
     text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {**extra, "scope": scope})
+    changed = edits.update_fields(block, {**extra, "scope": scope}, stamp)
     if body:
         changed = reword(changed, block, body)
     files: dict[str, str | None] = {}
