@@ -314,3 +314,19 @@ def test_whetstone_without_arguments_serves_mcp_unless_on_a_terminal(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: whetstone")
     assert " mcp " in proc.stdout
+
+
+def test_a_capture_into_a_name_close_to_a_stored_one_asks_first(served: Served) -> None:
+    """A typo in the skill name does not create a second store without a word: the MCP capture answers
+    needs_confirmation naming the stored skill, recall warns; confirm='new' creates the store."""
+    served.call("capture", skill="sales-deck", polarity="learning", body="Put the price on the last slide.",
+                scope="pricing", provenance="")
+    asked = served.call("capture", skill="sales-decks", polarity="learning", body="Use one chart per slide.",
+                        scope="charts", provenance="")
+    assert asked["status"] == "needs_confirmation" and asked["did_you_mean"] == ["sales-deck"], asked
+    assert "confirm='new'" in asked["prompt"] and not (served.root / "sales-decks").exists()
+    warned = served.call("recall", skill="sales-decks", intent="a pricing slide")
+    assert any("did you mean sales-deck?" in w for w in warned["warnings"]), warned
+    made = served.call("capture", skill="sales-decks", polarity="learning", body="Use one chart per slide.",
+                       scope="charts", provenance="", confirm="new")
+    assert made["status"] == "committed" and (served.root / "sales-decks" / ".git").exists()
