@@ -12,7 +12,7 @@ import click
 from .. import api
 from .main import State, emit, json_option, main
 from ..base.errors import WhetstoneError
-from .render import ask_on_terminal, count, indexing, progress, show_compact, show_metrics, show_recall, show_write
+from .render import ask_on_terminal, ask_skill_on_terminal, count, indexing, progress, show_compact, show_metrics, show_recall, show_write
 
 
 @main.command()
@@ -100,8 +100,15 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
     """
     kind = "issue" if issue else "learning"
     result = api.capture(skill, kind, body, scope, provenance, run_id, confirm, always, config=state.config())
-    if result["status"] == "needs_confirmation" and result.get("candidates") and not (as_json or state.as_json) \
-            and sys.stdin is not None and sys.stdin.isatty():
+    terminal = not (as_json or state.as_json) and sys.stdin is not None and sys.stdin.isatty()
+    if result["status"] == "needs_confirmation" and result.get("did_you_mean") and terminal:
+        meant = ask_skill_on_terminal(result)
+        if meant is None:
+            click.echo("nothing written")
+            return
+        skill, confirm = (skill, "new") if meant == "new" else (meant, confirm)
+        result = api.capture(skill, kind, body, scope, provenance, run_id, confirm, always, config=state.config())
+    if result["status"] == "needs_confirmation" and result.get("candidates") and terminal:
         said = ask_on_terminal(result)
         if said is None:
             click.echo("nothing written")

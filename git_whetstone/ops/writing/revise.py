@@ -41,8 +41,8 @@ from .capture import HOST, Decide, host_contradiction, verdict_of
 from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from ..workspace import Workspace
-from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, promotion_declined,
-                     reinforce, reword, soften)
+from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, promote_call,
+                     promotion_declined, reinforce, reword, soften)
 
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote") + PAIRED
@@ -129,6 +129,11 @@ def _target(target: object, action: str, entry_id: str) -> str | None:
     return target
 
 
+def pair_call(entry_id: str, action: str, target: str) -> str:
+    """The call that settles a pair (in the notation of `base.calls`)."""
+    return f"revise(entry_id='{entry_id}', action='{action}', target='{target}')"
+
+
 def _pair(ctx: Context, entry: Entry, target: Entry, action: str) -> Outcome:
     """Settle how `entry` and `target` relate, as the caller judged them: one commit, no question."""
     if action == "distinct":
@@ -201,8 +206,8 @@ def _fold(ctx: Context, entry: Entry, target: Entry) -> Outcome:
     if target.recurrence < threshold <= count and not promotion_declined(target):
         outcome.extra["promotion"] = {"entry_id": target.id, "recurrence": count, "prompt": (
             f"{target.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
-            f"issue: revise(entry_id='{target.id}', action='promote', confirm='yes') promotes it; confirm='no' "
-            f"records the answer so this is not asked again.")}
+            f"issue: {promote_call(target.id, 'yes')} promotes it; {promote_call(target.id, 'no')} records the "
+            f"answer so this is not asked again.")}
     return outcome
 
 
@@ -354,8 +359,8 @@ def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[En
         listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in likely)
         return ask(f"The revised {entry.id} is close to {listed}, and whetstone cannot tell whether it says the "
                    f"same, the opposite or something else. Nothing was written. Repeat with confirm='new' to go "
-                   f"ahead, or settle it with the user first (revise {entry.id} same, replace or distinct with "
-                   f"target {likely[0][0].id}).",
+                   f"ahead, or settle it with the user first ({pair_call(entry.id, 'same', likely[0][0].id)}, "
+                   f"or replace or distinct in place of same).",
                    entry.id, recurrence, candidates=[candidate(e, j) for e, j in likely])
     return None
 
@@ -384,12 +389,12 @@ def _host_judges(ctx: Context, entry: Entry, action: str, likely: list[tuple[Ent
                           f"confirm='new' if both hold."})
         if said == "same":
             return ask(f"The host's model judged that the revised {entry.id} says the same as {other.id} "
-                       f"({other.scope}): {title}. Nothing was written. Ask the user: revise {entry.id} same with "
-                       f"target {other.id} folds {entry.id} into {other.id}; repeat with confirm='new' if both "
+                       f"({other.scope}): {title}. Nothing was written. Ask the user: {pair_call(entry.id, 'same', other.id)} "
+                       f"folds {entry.id} into {other.id}; repeat with confirm='new' if both "
                        f"hold after all.", entry.id, recurrence, candidates=[candidate(other, verdict)],
                        duplicate_of=brief(other))
         return ask(f"The host's model judged that the revised {entry.id} replaces {other.id} ({other.scope}): "
-                   f"{title}. Nothing was written. Ask the user: revise {entry.id} replace with target {other.id} "
+                   f"{title}. Nothing was written. Ask the user: {pair_call(entry.id, 'replace', other.id)} "
                    f"removes {other.id}, then repeat this call; or repeat with confirm='new' if both hold.",
                    entry.id, recurrence, candidates=[candidate(other, verdict)])
     host.decided = True

@@ -85,9 +85,14 @@ def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: s
     if old.recurrence < threshold <= count and not promotion_declined(old):
         outcome.extra["promotion"] = {"entry_id": old.id, "recurrence": count, "prompt": (
             f"{old.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
-            f"issue: revise(entry_id='{old.id}', action='promote', confirm='yes') promotes it; confirm='no' "
-            f"records the answer so this is not asked again.")}
+            f"issue: {promote_call(old.id, 'yes')} promotes it; {promote_call(old.id, 'no')} records the answer "
+            f"so this is not asked again.")}
     return outcome
+
+
+def promote_call(entry_id: str, answer: str) -> str:
+    """The call that answers a promotion question (in the notation of `base.calls`)."""
+    return f"revise(entry_id='{entry_id}', action='promote', confirm='{answer}')"
 
 
 def reword(block_text: str, block: blocks.Block, body: str) -> str:
