@@ -330,3 +330,25 @@ def test_a_capture_into_a_name_close_to_a_stored_one_asks_first(served: Served) 
     made = served.call("capture", skill="sales-decks", polarity="learning", body="Use one chart per slide.",
                        scope="charts", provenance="", confirm="new")
     assert made["status"] == "committed" and (served.root / "sales-decks" / ".git").exists()
+
+
+def test_provenance_is_optional_and_a_bad_argument_answers_in_one_line(served: Served) -> None:
+    """provenance may be left out; a missing or mistyped argument is a one-line tool error naming it
+    (as the CLI says it), not a validation dump with a URL; a 1 MB provenance is refused, not cut."""
+    skill = "arguments"
+    done = served.call("capture", skill=skill, polarity="learning", body="Bold the header row.", scope="headers")
+    assert done["status"] == "committed"
+    store = served.root / skill
+    before = tree_state(store)
+    for tool, arguments, named in (
+            ("capture", dict(skill=skill, polarity="learning", scope="headers"), "body"),
+            ("capture", dict(skill=skill, polarity="learning", body=5, scope="headers"), "body"),
+            ("recall", dict(skill=skill, intent="a table", learnings_k="many"), "learnings_k"),
+            ("revise", dict(skill=skill, action="reinforce"), "entry_id")):
+        message = served.error(tool, **arguments)
+        assert "\n" not in message and "http" not in message and "validation error" not in message, message
+        assert message.startswith(named), message
+    too_long = served.error("capture", skill=skill, polarity="learning", body="Bold the totals row.",
+                            scope="totals", provenance="x" * (1 << 20))
+    assert too_long.startswith("provenance is too long (1048576 characters") and "\n" not in too_long
+    assert tree_state(store) == before
