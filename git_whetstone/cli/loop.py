@@ -134,7 +134,8 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
 def revise(state: State, skill: str, entry_id: str, action: str | None, body: str | None, scope: str | None,
            always: bool | None, target: str | None, run_id: str | None, confirm: str | None, as_json: bool) -> None:
     """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote; or, with
-    no ACTION, --always / --scoped set or clear its mark as a rule for every task; or, with
+    no ACTION, --body rewords it and --scope moves it, and --always / --scoped set or clear its
+    mark as a rule for every task; or, with
     --target, say how ID relates to that entry: same (fold ID into it), replace (ID replaces it)
     or distinct (both hold: never ask about the pair again).
 
@@ -143,14 +144,15 @@ def revise(state: State, skill: str, entry_id: str, action: str | None, body: st
     \b
     Example:
       git whetstone revise great-tables L3 reinforce
+      git whetstone revise great-tables L3 --body "Band alternate rows in pale blue"
       git whetstone revise great-tables L3 promote --confirm
       git whetstone revise great-tables I2 --always
       git whetstone revise great-tables L7 same --target L3
       git whetstone revise great-tables L7 distinct --target L3
     """
-    if action is None and always is None:
-        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote, same, replace, distinct) "
-                             "or --always / --scoped")
+    if action is None and always is None and body is None and scope is None:
+        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote, same, replace, distinct), "
+                             "--body / --scope alone to reword or move the entry, or --always / --scoped")
     result = api.revise(skill, entry_id, action, body, scope, run_id, confirm, always, target, config=state.config())
     emit(state, as_json, result, show_write)
 

@@ -350,3 +350,34 @@ def test_the_command_line_names_its_own_options_not_the_mcp_arguments(store_root
     ambiguous = run_cli("capture", SKILL, "Show prices in dollars", "--scope", "currency formatting",
                         "--confirm", "keep:L9")
     assert ambiguous.returncode == 2 and "confirm='" not in ambiguous.stderr, ambiguous.stderr
+
+
+def test_revise_with_a_body_and_no_action_rewords(store_root: Path) -> None:
+    """`revise SKILL L1 --body …` rewords (as the MCP tool promises); weaken --body says it reworded
+    too; each commit message says reworded."""
+    ok("capture", SKILL, "Band alternate rows in light grey.", "--scope", "row banding")
+    ok("revise", SKILL, "L1", "reinforce")
+    store = store_root / SKILL
+    reworded = ok("revise", SKILL, "L1", "--body", "Band alternate rows in pale blue.").stdout
+    assert reworded.startswith("committed: ") and "reworded L1" in reworded, reworded
+    assert git(store, "log", "-1", "--format=%s").stdout.strip() == "revise: reword L1 (row banding)"
+    text = next((store / "learnings").glob("*.md")).read_text()
+    assert "## L1 · Band alternate rows in pale blue\n" in text and "light grey" not in text
+    assert "- recurrence: 2\n" in text  # a reword changes the words, not the weight
+    weakened = ok("revise", SKILL, "L1", "weaken", "--body", "Band every other row in pale blue.").stdout
+    assert "weakened L1" in weakened and "reworded" in weakened, weakened
+    assert git(store, "log", "-1", "--format=%s").stdout.strip() == \
+        "revise: weaken and reword L1 (row banding), recurrence 1"
+    moved = ok("revise", SKILL, "L1", "--scope", "table rows").stdout
+    assert moved.startswith("committed: ") and "moved L1 to 'table rows'" in moved, moved
+    nothing = run_cli("revise", SKILL, "L1")
+    assert nothing.returncode == 2 and "--body" in nothing.stderr, nothing.stderr
+
+
+def test_an_oversized_provenance_is_refused_in_one_line(store_root: Path) -> None:
+    ok("capture", SKILL, "Band alternate rows in light grey.", "--scope", "row banding")
+    before = tree_state(store_root / SKILL)
+    proc = run_cli("capture", SKILL, "Bold the header row.", "--scope", "headers", "--provenance", "x" * 5000)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "provenance is too long (5000 characters" in proc.stderr
+    assert tree_state(store_root / SKILL) == before

@@ -47,6 +47,7 @@ from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, m
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote") + PAIRED
 MARKS = ("always", "scoped")  # what revise records as the action of always=true / always=false
+EDITS = ("reword", "move")  # what it records as the action of a body (and scope) / a scope alone
 _ID = re.compile(r"(?:[Gg]:)?[LlIi][1-9]\d*")
 
 
@@ -72,8 +73,11 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         action = "always" if always else "scoped"
     elif always is not None:
         raise WhetstoneError("always goes in a call of its own: give it without an action")
-    if not isinstance(action, str) or action.strip().lower() not in ACTIONS + MARKS:
-        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}, or always=true|false")
+    elif action in (None, ""):  # a body and/or a scope alone: reword / move the entry
+        action = "reword" if body not in (None, "") else "move" if scope not in (None, "") else None
+    if not isinstance(action, str) or action.strip().lower() not in ACTIONS + MARKS + EDITS:
+        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}, a body or scope "
+                             f"alone to reword or move the entry, or always=true|false")
     action = action.strip().lower()
     if not isinstance(entry_id, str) or not _ID.fullmatch(entry_id.strip()):
         raise WhetstoneError(f"unknown entry id {shown(entry_id)}: ids look like L3 or I2")
@@ -89,6 +93,8 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         raise WhetstoneError("revise takes confirm yes, no or new (same:/replace:/keep: answer a capture)")
     if action in ("remove",) + PAIRED and (new_body or new_scope):
         raise WhetstoneError(f"{action} takes no body or scope")
+    if (action == "reword" and not new_body) or (action == "move" and not new_scope):
+        raise WhetstoneError(f"{action} needs the {'new wording (body)' if action == 'reword' else 'scope to move to'}")
     store = ws.store(skill, must_exist=True)
     with store.lock():
         ctx = Context.open(ws, store)
@@ -313,6 +319,8 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
         return reinforce(ctx, entry, None, verb="revise", body=body)
     if action == "weaken":
         return _weaken(ctx, entry, body, scope)
+    if action in EDITS:
+        return _reword(ctx, entry, body, scope, recurrence)
     if action == "remove":
         text, block = ctx.block(entry)
         ctx.commit(f"revise: remove {entry.id} ({entry.scope})\n\n{entry.body}\n",
@@ -414,6 +422,19 @@ def _weaken(ctx: Context, entry: Entry, body: str | None, scope: str | None) -> 
     changed = edits.update_fields(block, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
     if body:
         changed = reword(changed, block, body)
-    ctx.commit(f"revise: weaken {entry.id} ({entry.scope}), recurrence {count}\n",
-               {entry.path: edits.replace(text, block, changed)})
-    return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}.")
+    ctx.commit(f"revise: weaken{' and reword' if body else ''} {entry.id} ({entry.scope}), recurrence {count}\n"
+               + (f"\n{body}\n" if body else ""), {entry.path: edits.replace(text, block, changed)})
+    return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}"
+                   + (f" and reworded it: {blocks.derive_title(body)}" if body else "."))
+
+
+def _reword(ctx: Context, entry: Entry, body: str | None, scope: str | None, recurrence: int | None) -> Outcome:
+    """New words for the entry (`body`), or another scope (`scope`), or both: its weight stays."""
+    if scope:
+        return move(ctx, entry, body, scope, {})
+    assert body is not None
+    text, block = ctx.block(entry)
+    ctx.commit(f"revise: reword {entry.id} ({entry.scope})\n\n{body}\n",
+               {entry.path: edits.replace(text, block, reword(edits.update_fields(block, {}), block, body))})
+    return Outcome("committed", entry.id, recurrence, f"Whetstone reworded {entry.id} ({entry.scope}): "
+                   f"{blocks.derive_title(body)}")

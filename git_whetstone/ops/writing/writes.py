@@ -74,11 +74,12 @@ def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: s
         changed = edits.with_always(block, True, changed)
     if body is not None:
         changed = reword(changed, block, body)
-    ctx.commit(f"{verb}: reinforce {old.id} ({old.scope}), recurrence {count}"
-               f"{', for every task' if marked else ''}\n\n{body or old.body}\n",
+    ctx.commit(f"{verb}: reinforce{' and reword' if body is not None else ''} {old.id} ({old.scope}), recurrence "
+               f"{count}{', for every task' if marked else ''}\n\n{body or old.body}\n",
                {old.path: edits.replace(text, block, changed)})
     outcome = Outcome("reinforced" if verb == "capture" else "committed", old.id, count,
                       f"Whetstone reinforced {old.id} ({old.scope}) to recurrence {count}"
+                      f"{' and reworded it' if body is not None else ''}"
                       f"{' and marked it for every task' if marked else ''}: "
                       f"{blocks.derive_title(body or old.body)}")
     threshold = ctx.config.promotion_threshold
@@ -172,6 +173,10 @@ def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[s
         files[entry.path] = edits.remove(text, block) or None
         target_text, _ = ctx.read(target)
         files[target] = edits.append(target_text, changed.rstrip("\n") + "\n")
-    ctx.commit(f"revise: move {entry.id} to scope '{scope}'\n\n{body or entry.body}\n", files)
+    ctx.commit(f"revise: {'reword and ' if body else ''}move {entry.id} to scope '{scope}'\n\n{body or entry.body}\n",
+               files)
     count = int(extra["recurrence"]) if "recurrence" in extra else entry.recurrence
-    return Outcome("committed", entry.id, count, f"Whetstone moved {entry.id} to '{scope}' (recurrence {count}).")
+    recurrence = f" (recurrence {count})" if entry.kind == "learning" else ""
+    return Outcome("committed", entry.id, count if entry.kind == "learning" else None,
+                   f"Whetstone moved {entry.id} to '{scope}'{recurrence}"
+                   + (f" and reworded it: {blocks.derive_title(body)}" if body else "."))
