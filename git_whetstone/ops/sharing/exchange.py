@@ -88,9 +88,8 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
 def _write_output(target: Path, data: str | bytes) -> None:
     if target.is_dir():
         raise WhetstoneError(f"{target} is a directory: give a file name to write to")
-    if not target.parent.is_dir():
-        raise WhetstoneError(f"cannot write {target}: the directory {target.parent} does not exist")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # .cursor/rules/ in a project that has none yet
         write_atomic(target, data)
     except OSError as exc:
         raise WhetstoneError(f"cannot write {target}: {exc.strerror or exc}", exit_code=RUNTIME) from None
