@@ -284,7 +284,8 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
                 click.echo(f"            fix: {c['fix']}")
         click.echo(f"{r['skill']}: {'healthy' if r['healthy'] else 'unhealthy'}")
         if r["setup"]:
-            click.echo("The loop looks dead. Wire whetstone into your agent host:")
+            click.echo("The loop looks dead. Wire whetstone into your agent host:" if r["dead"] else
+                       "If the agent host on this machine is not wired yet:")
             for line in r["setup"]:
                 click.echo(f"  {line}")
     emit(state, as_json, result, human)

@@ -557,3 +557,16 @@ def test_the_same_reinforcement_on_two_machines_counts_twice(pair, monkeypatch) 
     lines = [e["provenance"] for e in show(SKILL, config=a.config)["learnings"] if e["id"] == "L2"][0]
     assert len([p for p in lines if "dollars again" in p]) == 2 and len(set(lines)) == len(lines)
     fsck(a.path, b.path, origin)
+
+
+def test_doctor_on_a_freshly_synced_machine_says_it_has_not_recalled_yet(pair) -> None:
+    """events.jsonl stays on each machine: a clone that has not recalled yet is not a dead loop."""
+    a, b, origin = pair
+    proc = b.cli("doctor", SKILL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAIL" not in proc.stdout and "looks dead" not in proc.stdout, proc.stdout
+    assert "this machine has not recalled yet" in proc.stdout, proc.stdout
+    recalls = next(c for c in json.loads(b.cli("doctor", SKILL, "--json").stdout)["checks"] if c["name"] == "recalls")
+    assert recalls["severity"] == "warning" and not recalls["ok"]
+    b.recall()
+    assert "1 recalls, last on" in b.cli("doctor", SKILL).stdout
