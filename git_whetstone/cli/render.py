@@ -117,7 +117,7 @@ def show_metrics(r: dict[str, Any]) -> None:
             click.echo(f"  {week['week']}: {week['repeats']}/{week['captures']} captures repeated a correction")
         click.echo(f"  promotions: {m['promotions']}")
         survived = m["learnings_survived"]
-        click.echo(f"  learnings survived: {m['learnings']}/{m['learnings_created']}"
+        click.echo(f"  learnings survived: {m['learnings_surviving']}/{m['learnings_created']}"
                    + (f" ({survived:.0%})" if survived is not None else ""))
     click.echo(f"note: {r['note']}")
 

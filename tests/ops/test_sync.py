@@ -6,6 +6,7 @@ Every scenario ends with `git fsck --strict` on the repositories it touched.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -570,3 +571,24 @@ def test_doctor_on_a_freshly_synced_machine_says_it_has_not_recalled_yet(pair) -
     assert recalls["severity"] == "warning" and not recalls["ok"]
     b.recall()
     assert "1 recalls, last on" in b.cli("doctor", SKILL).stdout
+
+
+def test_metrics_count_the_learnings_a_merge_brought_and_re_minted(pair) -> None:
+    """metrics after a sync that re-minted ids: every learning there is was created somewhere in the
+    history, so 'learnings survived' never reads more than it started from (it read 32/31)."""
+    a, b, origin = pair
+    diverge(a, b)
+    for m in (a, b, a):
+        m.sync()
+    ok = 0
+    for m in (a, b):
+        printed = m.cli("metrics", SKILL).stdout
+        survived = re.search(r"learnings survived: (\d+)/(\d+) \((\d+)%\)", printed)
+        assert survived, printed
+        kept, made = int(survived.group(1)), int(survived.group(2))
+        assert kept == made == 10 and survived.group(3) == "100", printed
+        stats = json.loads(m.cli("metrics", SKILL, "--json").stdout)["skills"][SKILL]
+        assert stats["learnings"] == stats["learnings_created"] == stats["learnings_surviving"] == 10
+        assert stats["learnings_survived"] == 1.0
+        ok += 1
+    assert ok == 2
