@@ -592,3 +592,26 @@ def test_metrics_count_the_learnings_a_merge_brought_and_re_minted(pair) -> None
         assert stats["learnings_survived"] == 1.0
         ok += 1
     assert ok == 2
+
+
+def test_the_machine_that_minted_an_id_first_keeps_it(pair, monkeypatch) -> None:
+    """Two machines mint L3 for different rules on the same day: the one whose minting commit is
+    older keeps L3 (the ids its agent has seen stay), whatever the rules' content hashes say."""
+    from git_whetstone.format.merging import content_hash
+    a, b, origin = pair
+    rules = ["Bold the header row", "Put the units in the column label"]
+    probe = [blocks.parse(f"## L4 · {r}\n- recurrence: 1\n- first_seen: 2026-07-24\n- last_seen: 2026-07-24\n"
+                          f"- scope: headers\n\n{r}\n", "learnings/x.md", "learnings").blocks[0] for r in rules]
+    first, later = sorted(rules, key=lambda r: content_hash(probe[rules.index(r)]), reverse=True)  # hash favours later
+    for m, rule, when in ((a, first, "2026-07-24T09:00:00+00:00"), (b, later, "2026-07-24T17:00:00+00:00")):
+        monkeypatch.setenv("GIT_AUTHOR_DATE", when)
+        monkeypatch.setenv("GIT_COMMITTER_DATE", when)
+        assert m.learn(rule, "headers")["entry_id"] == "L3"
+    monkeypatch.delenv("GIT_AUTHOR_DATE")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    for m in (b, a, b):  # the later machine pushes first: who merges must not matter either
+        m.sync()
+    entries = a.entries()
+    assert entries == b.entries()
+    assert entries[first] == ("L3", 1) and entries[later] == ("L4", 1), entries
+    fsck(a.path, b.path, origin)
