@@ -42,13 +42,14 @@ def skill_name(raw: object) -> str:
 def close_names(name: str, known: list[str]) -> list[str]:
     """The names in `known` that `name` is likely a typo of (closest first): one or two letters
     added, dropped, swapped or changed (one for a name of five letters or fewer, none for two), or
-    the same letters with other separators (great_tables, greattables)."""
+    the same letters with other separators (great_tables, greattables). Names whose numbers
+    differ (sql2 and sql, deck-69 and deck-70) are different skills on purpose, never typos."""
     def bare(text: str) -> str:
         return re.sub(r"[._-]", "", text)
 
     found = []
     for other in known:
-        if other == name or other == GLOBAL:
+        if other == name or other == GLOBAL or re.findall(r"\d+", other) != re.findall(r"\d+", name):
             continue
         distance = 0 if bare(other) == bare(name) else _edits(name, other)
         shortest = min(len(name), len(other))

@@ -381,3 +381,18 @@ def test_an_oversized_provenance_is_refused_in_one_line(store_root: Path) -> Non
     assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
     assert "provenance is too long (5000 characters" in proc.stderr
     assert tree_state(store_root / SKILL) == before
+
+
+def test_names_that_differ_in_a_number_are_not_typos(store_root: Path) -> None:
+    ok("capture", "deck-69", "Put the price on the last slide.", "--scope", "pricing")
+    made = ok("capture", "deck-70", "Put the price on the last slide.", "--scope", "pricing", "--json")
+    assert json.loads(made.stdout)["status"] == "committed"
+    assert "did you mean" not in ok("recall", "deck-7", "pricing slides").stderr
+
+
+def test_an_autonomous_capture_into_a_close_name_starts_it_and_says_so(store_root: Path) -> None:
+    ok("capture", SKILL, "Format currency as US dollars.", "--scope", "currency formatting")
+    made = ok("capture", "great-table", "Bold the header row.", "--scope", "headers",
+              env={"WHETSTONE_SUPERVISION": "autonomous"})
+    assert made.stdout.startswith("committed: ") and (store_root / "great-table" / ".git").exists()
+    assert "did you mean great-tables?" in made.stderr, made.stderr

@@ -78,7 +78,7 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
     every = clean_always(always)
     store = ws.store(skill)
     near = [] if store.exists or said.verb in ("new", "yes") else close_skills(ws.config, store.skill)
-    if near:  # most likely a typo of a stored skill's name: a second store would split the memory
+    if near and ws.config.supervision != "autonomous":  # most likely a typo: a second store splits the memory
         return ask(f"There is no skill named '{store.skill}'; {did_you_mean(near)} Nothing was written. Capture "
                    f"into {near[0]} instead, or repeat with confirm='new' to start the skill '{store.skill}'.",
                    did_you_mean=near).json(
@@ -91,6 +91,8 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
         outcome = (_global_conflict(ctx, body, said)
                    or _capture(ctx, kind, body, scope, said_by, said, every, decide))
         warnings = list(ctx.snap.warnings) + store.warnings
+    if near:  # autonomous: started, as a look-alike rule is written, and named
+        warnings.append(f"started the skill '{store.skill}', which no store had; {did_you_mean(near)}")
     result = outcome.json(skill=store.skill, status=None, entry_id=None, recurrence=None, confirmation=None,
                           polarity=kind, scope=scope, always=every, run_id=run_id, warnings=warnings)
     looked = outcome.extra.get("candidates") or outcome.extra.get("similar") or []
