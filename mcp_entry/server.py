@@ -27,12 +27,13 @@ from typing import TYPE_CHECKING, Annotated, Any, Callable
 import anyio
 import anyio.from_thread
 from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError
 from mcp.shared.exceptions import MCPDeprecationWarning
 from mcp.types import CallToolResult, ClientCapabilities, SamplingCapability, SamplingMessage, TextContent
-from pydantic import Field
+from pydantic import Field, ValidationError
 
 from git_whetstone import __version__, api
-from git_whetstone.base.errors import WhetstoneError
+from git_whetstone.base.errors import WhetstoneError, shown
 
 if TYPE_CHECKING:
     from git_whetstone.format.entry import Entry
@@ -69,7 +70,42 @@ Confirm = Annotated[bool | str | None, Field(
                 "supersedes it (one commit); 'keep:<id>' that entry still holds (write nothing); 'new' a "
                 "different rule (store it); 'yes' go ahead; 'no' decline a promotion.")]
 
-server: MCPServer = MCPServer("whetstone", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
+class Server(MCPServer):
+    """The SDK's server, with arguments its input schema refuses (a missing body, a word for a
+    number) answered as the library's own refusals are: one line naming the argument, not
+    pydantic's report with a link in it."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any], context: Any = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            if isinstance(exc.__cause__, ValidationError):
+                raise ToolError(refused(exc.__cause__)) from exc.__cause__
+            raise
+
+
+EXPECTED = {"string": "text", "int": "a whole number", "float": "a number", "bool": "true or false",
+            "list": "a list", "dict": "an object"}  # what a pydantic error type (by its first word) asked for
+
+
+def refused(error: ValidationError) -> str:
+    """A validation error as one line: each argument it names, once, and what was wrong with it."""
+    said: dict[str, str] = {}
+    for problem in error.errors(include_url=False):
+        name = str(problem["loc"][0]) if problem["loc"] else "arguments"
+        if name in said:
+            continue  # a union's other members refused it too
+        kind = str(problem["type"])
+        if kind == "missing":
+            said[name] = f"{name} is missing"
+        elif kind.split("_")[0] in EXPECTED:
+            said[name] = f"{name} must be {EXPECTED[kind.split('_')[0]]}, got {shown(problem.get('input'))}"
+        else:
+            said[name] = f"{name}: {' '.join(str(problem['msg']).split()).lower()}"
+    return "; ".join(said.values()) or "the arguments do not fit the tool's input schema"
+
+
+server: MCPServer = Server("whetstone", version=__version__, instructions=INSTRUCTIONS, log_level="WARNING")
 log = logging.getLogger(__name__)
 
 # One library call at a time: the SDK runs each sync tool on a worker thread, and the library (like
@@ -225,8 +261,8 @@ def capture(
         "The correction generalized into a rule another run can apply, e.g. 'Format the price column "
         "as US dollars with no decimal places.'"))],
     scope: Annotated[str, Field(description="A short phrase for when the rule applies, e.g. 'currency formatting'.")],
-    provenance: Annotated[str, Field(
-        description="The user's own words that prompted this, quoted briefly ('' if there were none).")],
+    provenance: Annotated[str | None, Field(
+        description="The user's own words that prompted this, quoted briefly (leave it out if there were none).")] = "",
     run_id: RunId = None,
     confirm: Confirm = None,
     always: Annotated[bool | None, Field(description=(

@@ -12,7 +12,7 @@ import click
 from .. import api
 from .main import State, emit, json_option, main
 from ..base.errors import WhetstoneError
-from .render import ask_on_terminal, count, indexing, progress, show_compact, show_metrics, show_recall, show_write
+from .render import ask_on_terminal, ask_skill_on_terminal, count, indexing, progress, show_compact, show_metrics, show_recall, show_write
 
 
 @main.command()
@@ -100,8 +100,15 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
     """
     kind = "issue" if issue else "learning"
     result = api.capture(skill, kind, body, scope, provenance, run_id, confirm, always, config=state.config())
-    if result["status"] == "needs_confirmation" and result.get("candidates") and not (as_json or state.as_json) \
-            and sys.stdin is not None and sys.stdin.isatty():
+    terminal = not (as_json or state.as_json) and sys.stdin is not None and sys.stdin.isatty()
+    if result["status"] == "needs_confirmation" and result.get("did_you_mean") and terminal:
+        meant = ask_skill_on_terminal(result)
+        if meant is None:
+            click.echo("nothing written")
+            return
+        skill, confirm = (skill, "new") if meant == "new" else (meant, confirm)
+        result = api.capture(skill, kind, body, scope, provenance, run_id, confirm, always, config=state.config())
+    if result["status"] == "needs_confirmation" and result.get("candidates") and terminal:
         said = ask_on_terminal(result)
         if said is None:
             click.echo("nothing written")
@@ -127,7 +134,8 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
 def revise(state: State, skill: str, entry_id: str, action: str | None, body: str | None, scope: str | None,
            always: bool | None, target: str | None, run_id: str | None, confirm: str | None, as_json: bool) -> None:
     """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote; or, with
-    no ACTION, --always / --scoped set or clear its mark as a rule for every task; or, with
+    no ACTION, --body rewords it and --scope moves it, and --always / --scoped set or clear its
+    mark as a rule for every task; or, with
     --target, say how ID relates to that entry: same (fold ID into it), replace (ID replaces it)
     or distinct (both hold: never ask about the pair again).
 
@@ -136,14 +144,15 @@ def revise(state: State, skill: str, entry_id: str, action: str | None, body: st
     \b
     Example:
       git whetstone revise great-tables L3 reinforce
+      git whetstone revise great-tables L3 --body "Band alternate rows in pale blue"
       git whetstone revise great-tables L3 promote --confirm
       git whetstone revise great-tables I2 --always
       git whetstone revise great-tables L7 same --target L3
       git whetstone revise great-tables L7 distinct --target L3
     """
-    if action is None and always is None:
-        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote, same, replace, distinct) "
-                             "or --always / --scoped")
+    if action is None and always is None and body is None and scope is None:
+        raise WhetstoneError("give an ACTION (reinforce, weaken, remove, promote, demote, same, replace, distinct), "
+                             "--body / --scope alone to reword or move the entry, or --always / --scoped")
     result = api.revise(skill, entry_id, action, body, scope, run_id, confirm, always, target, config=state.config())
     emit(state, as_json, result, show_write)
 
@@ -275,7 +284,8 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
                 click.echo(f"            fix: {c['fix']}")
         click.echo(f"{r['skill']}: {'healthy' if r['healthy'] else 'unhealthy'}")
         if r["setup"]:
-            click.echo("The loop looks dead. Wire whetstone into your agent host:")
+            click.echo("The loop looks dead. Wire whetstone into your agent host:" if r["dead"] else
+                       "If the agent host on this machine is not wired yet:")
             for line in r["setup"]:
                 click.echo(f"  {line}")
     emit(state, as_json, result, human)

@@ -13,6 +13,7 @@ from typing import Any, Callable, NoReturn
 import click
 
 from .. import __version__
+from ..base.calls import for_command_line
 from ..base.errors import WhetstoneError
 
 
@@ -59,14 +60,36 @@ def main(ctx: click.Context, store_root: str | None, as_json: bool) -> None:
 
 
 def emit(state: State, as_json: bool, result: Any, human: Callable[[Any], None]) -> None:
-    """The result as JSON (`--json`, here or before the command), else as `human` prints it, and its
-    warnings on stderr."""
+    """The result as JSON (`--json`, here or before the command: the MCP tool's JSON, its words
+    included), else as `human` prints it, and its warnings on stderr, in the command line's words."""
     if as_json or state.as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     else:
+        result = in_our_words(result)
         human(result)
         for warning in result.get("warnings", []) if isinstance(result, dict) else []:
             click.echo(f"warning: {warning}", err=True)
+
+
+SAID = ("prompt", "confirmation", "warnings", "promotion")  # what a result says to the caller, in words
+
+
+def in_our_words(result: Any) -> Any:
+    """A result whose messages name the command line's options and commands, not the MCP tool's
+    arguments (`base.calls`): the same result otherwise."""
+    if not isinstance(result, dict):
+        return result
+    skill = result.get("skill") if isinstance(result.get("skill"), str) else "SKILL"
+
+    def phrased(value: Any) -> Any:
+        if isinstance(value, str):
+            return for_command_line(value, skill)
+        if isinstance(value, list):
+            return [phrased(v) for v in value]
+        if isinstance(value, dict):
+            return {k: phrased(v) if k in SAID else v for k, v in value.items()}
+        return value
+    return {key: phrased(value) if key in SAID else value for key, value in result.items()}
 
 
 @main.command()
@@ -146,7 +169,7 @@ def _run(argv: list[str] | None, prog_name: str) -> NoReturn:
 
 
 def _fail(prog_name: str, message: str, code: int) -> None:
-    click.echo(f"{prog_name}: {' '.join(str(message).split())}", err=True)
+    click.echo(f"{prog_name}: {for_command_line(' '.join(str(message).split()))}", err=True)
     sys.exit(code)
 
 

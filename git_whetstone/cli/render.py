@@ -65,6 +65,21 @@ def ask_on_terminal(result: dict[str, Any]) -> str | None:
     return "new" if key == "n" else f"{ANSWER_KEYS[key]}:{chosen['id']}"
 
 
+def ask_skill_on_terminal(result: dict[str, Any]) -> str | None:
+    """Put a capture into an unknown skill name close to stored ones to the person at the terminal:
+    the stored skill they meant (a digit), or "new" to start the skill named, or None when they quit."""
+    names = result["did_you_mean"]
+    click.echo(f"There is no skill named '{result['skill']}'. Did you mean:")
+    for number, name in enumerate(names, 1):
+        click.echo(f"  [{number}] {name}")
+    keys = "1" if len(names) == 1 else f"1-{len(names)}"
+    click.echo(f"Capture into [{keys}], n: start the skill '{result['skill']}', q: quit ", nl=False)
+    key = read_key("".join(str(i) for i in range(1, len(names) + 1)) + "nq")
+    if key == "q":
+        return None
+    return "new" if key == "n" else names[int(key) - 1]
+
+
 def read_key(allowed: str) -> str:
     """One key press among `allowed` (echoed), asked again until it is one."""
     while True:
@@ -102,7 +117,7 @@ def show_metrics(r: dict[str, Any]) -> None:
             click.echo(f"  {week['week']}: {week['repeats']}/{week['captures']} captures repeated a correction")
         click.echo(f"  promotions: {m['promotions']}")
         survived = m["learnings_survived"]
-        click.echo(f"  learnings survived: {m['learnings']}/{m['learnings_created']}"
+        click.echo(f"  learnings survived: {m['learnings_surviving']}/{m['learnings_created']}"
                    + (f" ({survived:.0%})" if survived is not None else ""))
     click.echo(f"note: {r['note']}")
 

@@ -30,11 +30,53 @@ def skill_name(raw: object) -> str:
     name = "-".join(raw.strip(" ").casefold().split(" "))
     if name == GLOBAL:
         return name
-    if (not SKILL_NAME.fullmatch(name) or name.endswith(".") or name.endswith(".lock")
-            or name.split(".")[0] in _RESERVED):
+    if name.split(".")[0] in _RESERVED:
+        raise WhetstoneError(f"invalid skill name {shown(raw)}: {name.split('.')[0]} is a reserved name (a device "
+                             f"on Windows, so the store could not be checked out there); choose another")
+    if not SKILL_NAME.fullmatch(name) or name.endswith(".") or name.endswith(".lock"):
         raise WhetstoneError(
             f"invalid skill name {shown(raw)}: use 1-64 characters a-z 0-9 . _ - starting with a letter or digit")
     return name
+
+
+def close_names(name: str, known: list[str]) -> list[str]:
+    """The names in `known` that `name` is likely a typo of (closest first): one or two letters
+    added, dropped, swapped or changed (one for a name of five letters or fewer, none for two), or
+    the same letters with other separators (great_tables, greattables). Names whose numbers
+    differ (sql2 and sql, deck-69 and deck-70) are different skills on purpose, never typos."""
+    def bare(text: str) -> str:
+        return re.sub(r"[._-]", "", text)
+
+    found = []
+    for other in known:
+        if other == name or other == GLOBAL or re.findall(r"\d+", other) != re.findall(r"\d+", name):
+            continue
+        distance = 0 if bare(other) == bare(name) else _edits(name, other)
+        shortest = min(len(name), len(other))
+        if distance <= (0 if shortest <= 2 else 1 if shortest <= 5 else 2):
+            found.append((distance, other))
+    return [other for _, other in sorted(found)]
+
+
+def did_you_mean(names: list[str]) -> str:
+    """The question a typo's look-alikes make: "did you mean great-tables?"."""
+    return f"did you mean {' or '.join(names)}?"
+
+
+def _edits(a: str, b: str) -> int:
+    """The edit distance of two short names (insertions, deletions, changes, and swaps of two
+    neighbouring letters each count one)."""
+    if abs(len(a) - len(b)) > 2:
+        return 3
+    before, row = None, list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        now = [i] + [0] * len(b)
+        for j, cb in enumerate(b, 1):
+            now[j] = min(row[j] + 1, now[j - 1] + 1, row[j - 1] + (ca != cb))
+            if before is not None and i > 1 and j > 1 and ca == b[j - 2] and a[i - 2] == cb:
+                now[j] = min(now[j], before[j - 2] + 1)
+        before, row = row, now
+    return row[-1]
 
 
 def is_scope_file(rel: str) -> bool:

@@ -103,8 +103,9 @@ def content_hash(block: Block) -> str:
 
 
 def rank(block: Block) -> tuple[str, str]:
-    """Which of two entries minted under one id keeps it: the earlier first_seen, then the
-    smaller content hash. Depends on the blocks only, so every machine decides alike."""
+    """The order of two entries minted under one id in a merged file: the earlier first_seen,
+    then the smaller content hash. Depends on the blocks only, so every machine decides alike
+    (which of them keeps the id is `ops.sync.settle`'s call: the older minting commit)."""
     return block.get("first_seen") or "9999-12-31", content_hash(block)
 
 

@@ -27,8 +27,10 @@ class IdHistory:
 
 def id_history(repo: Path, *revs: str) -> IdHistory:
     """Scan the commits reachable from `revs` (`--all` for every ref; HEAD when none is given)."""
-    log = runner.run(repo, "log", "--format=%x1e%s", "-p", "--unified=0", "--no-renames", *(revs or ("HEAD",)), "--",
-              "learnings", "issues", check=False, binary=True).stdout.decode("utf-8", "replace")
+    # a merge is read against its first parent: what it brought in, and the ids a sync re-minted in it
+    log = runner.run(repo, "log", "--format=%x1e%s", "-p", "--unified=0", "--no-renames", "--diff-merges=first-parent",
+                     *(revs or ("HEAD",)), "--", "learnings", "issues", check=False,
+                     binary=True).stdout.decode("utf-8", "replace")
     found = IdHistory()
     for chunk in log.split("\x1e")[1:]:
         subject, _, diff = chunk.partition("\n")

@@ -33,13 +33,14 @@ import numpy as np
 from ..base.clock import today
 from ..base.config import Config
 from ..base.errors import WhetstoneError, shown, unicode_text
-from ..format.layout import GLOBAL, GLOBAL_PREFIX, scope_key
+from ..format.layout import GLOBAL, GLOBAL_PREFIX, did_you_mean, scope_key
 from ..base.progress import Progress
 from ..format.entry import differs
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, LIKELY, SAME, judge, may_oppose, read
 from ..semantics.words import content_words
 from ..store import events
+from ..store.store import close_skills
 from ..store.weight import weights
 from .workspace import Workspace
 
@@ -131,6 +132,9 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, scopes: list
     if not store.exists and any((store.path / folder).is_dir() for folder in ("learnings", "issues")):
         result["warnings"].append(f"{store.path} holds learnings but has no .git, so it is not a store "
                                   f"whetstone can use; restore its .git (or clone it again)")
+    near = [] if store.exists or store.skill == GLOBAL else close_skills(config, store.skill)
+    if near:  # a typo of a stored skill's name, most likely: say so rather than answer nothing
+        result["warnings"].append(f"no skill named '{store.skill}' here; {did_you_mean(near)}")
     stores = [(origin, st) for origin, st in stores if st.exists]
     if not stores:
         return result

@@ -17,7 +17,8 @@ from ..base.config import Config
 from ..base.errors import RUNTIME, WhetstoneError
 from ..base.files import read_or_none
 from ..format.counters import ids_text
-from ..format.layout import GLOBAL, KIND_FOLDER, SKILL_NAME, is_scope_file, is_scope_name, scope_filename, scope_key, skill_name
+from ..format.layout import (GLOBAL, KIND_FOLDER, SKILL_NAME, close_names, is_scope_file, is_scope_name, scope_filename,
+                             scope_key, skill_name)
 from ..git import runner, tree
 from ..git.locks import Busy, flock, git_locks
 from . import ids, journal
@@ -288,3 +289,7 @@ def list_skills(config: Config) -> list[str]:
     home = root.resolve()
     return sorted(p.name for p in found if not p.is_symlink() or p.resolve().is_relative_to(home))
 
+
+def close_skills(config: Config, skill: str) -> list[str]:
+    """The stores whose names `skill` (a name no store has) is likely a typo of, closest first."""
+    return close_names(skill, list_skills(config))

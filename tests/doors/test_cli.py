@@ -34,7 +34,7 @@ def test_round_trip_through_the_cli(store_root: Path) -> None:
     assert asked["status"] == "needs_confirmation" and [c["id"] for c in asked["candidates"]] == ["L1"]
     again = json.loads(ok("capture", SKILL, "Show the price column in US dollars, no decimal places.",
                           "--scope", "currency formatting", "--provenance", "no cents", "--confirm", "same:L1",
-                          "--json", env=env).stdout)
+                          "--run-id", "r-2026-07-24-feedc0de", "--json", env=env).stdout)
     assert again["status"] == "reinforced" and again["entry_id"] == "L1" and again["recurrence"] == 2
 
     result = json.loads(ok("--json", "recall", SKILL, "styling a gtcars table: currency formatting, corners").stdout)
@@ -46,7 +46,7 @@ def test_round_trip_through_the_cli(store_root: Path) -> None:
         "## L1 · Format the price (msrp) column as US dollars with no decimal places\n"
         "- recurrence: 2\n- first_seen: 2026-07-24\n- last_seen: 2026-07-24\n- scope: currency formatting\n"
         "- provenance: \"2026-07-24 — 'make the revenue column US dollars'\"\n"
-        "- provenance: \"2026-07-24 — 'no cents'\"\n\n"
+        "- provenance: \"2026-07-24 — 'no cents' (run r-2026-07-24-feedc0de)\"\n\n"
         "Format the price (msrp) column as US dollars with no decimal places.\n")
     issue = next((store / "issues").glob("corner-radius-*.md")).read_text()
     assert issue == ("## I1 · Never round the corners of a table\n- scope: corner radius\n"
@@ -298,3 +298,101 @@ def test_capture_on_a_terminal_asks_one_key_at_a_time(store_root: Path) -> None:
     quit_ = _on_a_terminal(["capture", SKILL, "Weekly status updates should be long and list risks.", "--scope",
                             "status updates"], "q", store_root)
     assert "nothing written" in quit_, quit_
+
+
+def test_a_typo_in_a_skill_name_does_not_split_the_memory(store_root: Path) -> None:
+    """With great-tables stored, recall great-table warns "did you mean great-tables?"; a capture into
+    great-table asks before it creates a store (needs_confirmation without a terminal, a question on
+    one); --confirm new creates it; a reserved name is refused as reserved."""
+    ok("capture", SKILL, "Format currency as US dollars.", "--scope", "currency formatting")
+    recalled = ok("recall", "great-table", "styling a table: currency formatting")
+    assert "warning: no skill named 'great-table' here; did you mean great-tables?" in recalled.stderr
+    before = tree_state(store_root)
+    asked = json.loads(ok("capture", "great-table", "Bold the header row.", "--scope", "headers", "--json").stdout)
+    assert asked["status"] == "needs_confirmation" and asked["did_you_mean"] == ["great-tables"]
+    assert "great-tables" in asked["prompt"] and asked["entry_id"] is None
+    printed = ok("capture", "great-table", "Bold the header row.", "--scope", "headers")
+    assert printed.stdout.startswith("needs_confirmation: ") and "--confirm new" in printed.stdout
+    assert tree_state(store_root) == before and not (store_root / "great-table").exists()  # nothing created
+    # on a terminal: the question, and the answer taken (the stored name)
+    shown = _on_a_terminal(["capture", "great-table", "Bold the header row.", "--scope", "headers"], "1", store_root)
+    assert "Did you mean" in shown and "[1] great-tables" in shown and "committed:" in shown, shown
+    assert not (store_root / "great-table").exists()
+    assert "Bold the header row." in (store_root / SKILL / "learnings").joinpath(
+        next(p.name for p in (store_root / SKILL / "learnings").glob("*.md") if "headers" in p.name)).read_text()
+    made = ok("capture", "great-table", "Bold the header row.", "--scope", "headers", "--confirm", "new")
+    assert made.stdout.startswith("committed: ") and (store_root / "great-table" / ".git").exists()
+    # a reserved name says so, not the character-set rule it satisfies
+    refused = run_cli("capture", "con", "Bold the header row.", "--scope", "headers")
+    assert refused.returncode == 2 and "reserved" in refused.stderr and "a-z 0-9" not in refused.stderr, refused.stderr
+
+
+def test_the_command_line_names_its_own_options_not_the_mcp_arguments(store_root: Path) -> None:
+    """What a command prints for a person names the command line's options (`--confirm same:L1`,
+    `git whetstone revise SKILL L1 promote --confirm`); --json keeps the MCP tool's words."""
+    ok("capture", SKILL, "Format the price (msrp) column as US dollars with no decimal places.", "--scope",
+       "currency formatting")
+    ok("capture", SKILL, "Never round the corners of a table.", "--scope", "corner radius", "--issue")
+    paraphrase = ["capture", SKILL, "Show the price column in US dollars, no decimal places.", "--scope",
+                  "currency formatting"]
+    asked = ok(*paraphrase).stdout
+    assert asked.startswith("needs_confirmation: ") and "--confirm same:L1" in asked and "--confirm new" in asked
+    assert "confirm='" not in asked, asked
+    assert "confirm='same:L1'" in json.loads(ok(*paraphrase, "--json").stdout)["prompt"]
+    for _ in range(2):
+        ok("revise", SKILL, "L1", "reinforce")
+    promoted = ok("revise", SKILL, "L1", "reinforce").stdout
+    assert f"git whetstone revise {SKILL} L1 promote --confirm promotes it" in promoted, promoted
+    assert f"git whetstone revise {SKILL} L1 promote --confirm no records" in promoted, promoted
+    assert "revise(" not in promoted and "confirm='" not in promoted
+    removing = ok("revise", SKILL, "L1", "remove").stdout
+    assert "Repeat the call with --confirm." in removing, removing
+    ambiguous = run_cli("capture", SKILL, "Show prices in dollars", "--scope", "currency formatting",
+                        "--confirm", "keep:L9")
+    assert ambiguous.returncode == 2 and "confirm='" not in ambiguous.stderr, ambiguous.stderr
+
+
+def test_revise_with_a_body_and_no_action_rewords(store_root: Path) -> None:
+    """`revise SKILL L1 --body …` rewords (as the MCP tool promises); weaken --body says it reworded
+    too; each commit message says reworded."""
+    ok("capture", SKILL, "Band alternate rows in light grey.", "--scope", "row banding")
+    ok("revise", SKILL, "L1", "reinforce")
+    store = store_root / SKILL
+    reworded = ok("revise", SKILL, "L1", "--body", "Band alternate rows in pale blue.").stdout
+    assert reworded.startswith("committed: ") and "reworded L1" in reworded, reworded
+    assert git(store, "log", "-1", "--format=%s").stdout.strip() == "revise: reword L1 (row banding)"
+    text = next((store / "learnings").glob("*.md")).read_text()
+    assert "## L1 · Band alternate rows in pale blue\n" in text and "light grey" not in text
+    assert "- recurrence: 2\n" in text  # a reword changes the words, not the weight
+    weakened = ok("revise", SKILL, "L1", "weaken", "--body", "Band every other row in pale blue.").stdout
+    assert "weakened L1" in weakened and "reworded" in weakened, weakened
+    assert git(store, "log", "-1", "--format=%s").stdout.strip() == \
+        "revise: weaken and reword L1 (row banding), recurrence 1"
+    moved = ok("revise", SKILL, "L1", "--scope", "table rows").stdout
+    assert moved.startswith("committed: ") and "moved L1 to 'table rows'" in moved, moved
+    nothing = run_cli("revise", SKILL, "L1")
+    assert nothing.returncode == 2 and "--body" in nothing.stderr, nothing.stderr
+
+
+def test_an_oversized_provenance_is_refused_in_one_line(store_root: Path) -> None:
+    ok("capture", SKILL, "Band alternate rows in light grey.", "--scope", "row banding")
+    before = tree_state(store_root / SKILL)
+    proc = run_cli("capture", SKILL, "Bold the header row.", "--scope", "headers", "--provenance", "x" * 5000)
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert "provenance is too long (5000 characters" in proc.stderr
+    assert tree_state(store_root / SKILL) == before
+
+
+def test_names_that_differ_in_a_number_are_not_typos(store_root: Path) -> None:
+    ok("capture", "deck-69", "Put the price on the last slide.", "--scope", "pricing")
+    made = ok("capture", "deck-70", "Put the price on the last slide.", "--scope", "pricing", "--json")
+    assert json.loads(made.stdout)["status"] == "committed"
+    assert "did you mean" not in ok("recall", "deck-7", "pricing slides").stderr
+
+
+def test_an_autonomous_capture_into_a_close_name_starts_it_and_says_so(store_root: Path) -> None:
+    ok("capture", SKILL, "Format currency as US dollars.", "--scope", "currency formatting")
+    made = ok("capture", "great-table", "Bold the header row.", "--scope", "headers",
+              env={"WHETSTONE_SUPERVISION": "autonomous"})
+    assert made.stdout.startswith("committed: ") and (store_root / "great-table" / ".git").exists()
+    assert "did you mean great-tables?" in made.stderr, made.stderr

@@ -314,3 +314,41 @@ def test_whetstone_without_arguments_serves_mcp_unless_on_a_terminal(tmp_path: P
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.startswith("Usage: whetstone")
     assert " mcp " in proc.stdout
+
+
+def test_a_capture_into_a_name_close_to_a_stored_one_asks_first(served: Served) -> None:
+    """A typo in the skill name does not create a second store without a word: the MCP capture answers
+    needs_confirmation naming the stored skill, recall warns; confirm='new' creates the store."""
+    served.call("capture", skill="sales-deck", polarity="learning", body="Put the price on the last slide.",
+                scope="pricing", provenance="")
+    asked = served.call("capture", skill="sales-decks", polarity="learning", body="Use one chart per slide.",
+                        scope="charts", provenance="")
+    assert asked["status"] == "needs_confirmation" and asked["did_you_mean"] == ["sales-deck"], asked
+    assert "confirm='new'" in asked["prompt"] and not (served.root / "sales-decks").exists()
+    warned = served.call("recall", skill="sales-decks", intent="a pricing slide")
+    assert any("did you mean sales-deck?" in w for w in warned["warnings"]), warned
+    made = served.call("capture", skill="sales-decks", polarity="learning", body="Use one chart per slide.",
+                       scope="charts", provenance="", confirm="new")
+    assert made["status"] == "committed" and (served.root / "sales-decks" / ".git").exists()
+
+
+def test_provenance_is_optional_and_a_bad_argument_answers_in_one_line(served: Served) -> None:
+    """provenance may be left out; a missing or mistyped argument is a one-line tool error naming it
+    (as the CLI says it), not a validation dump with a URL; a 1 MB provenance is refused, not cut."""
+    skill = "arguments"
+    done = served.call("capture", skill=skill, polarity="learning", body="Bold the header row.", scope="headers")
+    assert done["status"] == "committed"
+    store = served.root / skill
+    before = tree_state(store)
+    for tool, arguments, named in (
+            ("capture", dict(skill=skill, polarity="learning", scope="headers"), "body"),
+            ("capture", dict(skill=skill, polarity="learning", body=5, scope="headers"), "body"),
+            ("recall", dict(skill=skill, intent="a table", learnings_k="many"), "learnings_k"),
+            ("revise", dict(skill=skill, action="reinforce"), "entry_id")):
+        message = served.error(tool, **arguments)
+        assert "\n" not in message and "http" not in message and "validation error" not in message, message
+        assert message.startswith(named), message
+    too_long = served.error("capture", skill=skill, polarity="learning", body="Bold the totals row.",
+                            scope="totals", provenance="x" * (1 << 20))
+    assert too_long.startswith("provenance is too long (1048576 characters") and "\n" not in too_long
+    assert tree_state(store) == before

@@ -218,7 +218,7 @@ def test_revise_same_or_replaces_names_the_entry_and_the_call_that_settles_it(sa
     result = revise(skill, "L2", "reinforce", body=OPPOSITE, decide=Scripted(said))
     assert result["status"] == "needs_confirmation" and result["decided_by"] == "host-model"
     assert [c["id"] for c in result["candidates"]] == ["L1"]
-    assert "host's model" in result["prompt"] and f"revise L2 {call} with target L1" in result["prompt"]
+    assert "host's model" in result["prompt"] and f"revise(entry_id='L2', action='{call}', target='L1')" in result["prompt"]
     assert head(skill, store_root) == before
 
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -60,7 +61,8 @@ def test_near_duplicate_learning_reinforces(store: Path, monkeypatch) -> None:
     assert result["status"] == "reinforced" and result["entry_id"] == "L1" and result["recurrence"] == 2
     text = next((store / "learnings").glob("*.md")).read_text()
     assert "- recurrence: 2\n" in text and "- last_seen: 2030-01-02\n" in text
-    assert "- provenance: \"2030-01-02 — 'dollars again'\"" in text
+    # a reinforcement's provenance line names its run, so the same words twice are two lines (two changes)
+    assert re.search(r"- provenance: \"2030-01-02 — 'dollars again' \(run r-2030-01-02-[0-9a-f]{8}\)\"\n", text)
     assert text.count("## ") == 1
     assert len(commits(store)) == before + 1 and commits(store)[0].startswith("capture: reinforce L1")
 

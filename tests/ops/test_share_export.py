@@ -15,6 +15,7 @@ import tarfile
 import zlib
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings, strategies as st
 
 from git_whetstone.format import blocks, edits
@@ -27,7 +28,8 @@ from git_whetstone.ops.sharing.packs import Item, export_pack, id_order, joined,
 from git_whetstone.ops.recall import recall
 from git_whetstone.ops.sharing.exchange import export, import_pack
 from git_whetstone.ops.workspace import Workspace
-from tests.helpers import bench_store, git, tree_state
+from git_whetstone.ops.looking.browse import show
+from tests.helpers import bench_store, git, run_cli, tree_state
 
 DAY = dt.date(2026, 7, 1)
 GZIP_HEADER = b"\x1f\x8b\x08\x00\x00\x00\x00\x00\x00\xff"  # deflate, no flags (no name), time 0, OS unknown
@@ -335,3 +337,28 @@ def test_a_pack_written_another_way_imports_the_same(monkeypatch, tmp_path: Path
         again = import_pack("copy", str(tmp_path / name), config=config)
         assert again["status"] == "unchanged" and again["counts"]["noop"] == 400, name
         assert tree_state(copy) == before, name
+
+
+@pytest.mark.parametrize("fmt, name", [("cursor-rule", ".cursor/rules/tables.mdc"), ("agents-md", "AGENTS.md"),
+                                       ("claude-md", "docs/CLAUDE.md")])
+def test_a_rule_for_every_task_keeps_its_mark_through_a_rule_file(store_root: Path, tmp_path: Path, fmt: str,
+                                                                  name: str) -> None:
+    """export to AGENTS.md / CLAUDE.md / a Cursor rule and import back: `applies: always` survives,
+    and the README's own `-o .cursor/rules/tables.mdc` works where the folder does not exist yet."""
+    for args in (["Write PostgreSQL, not MySQL.", "--scope", "dialect", "--issue", "--always"],
+                 ["Answer in British English.", "--scope", "spelling", "--always"],
+                 ["Never round table corners.", "--scope", "corners", "--issue"],
+                 ["Band alternate rows in light grey.", "--scope", "row banding"]):
+        assert run_cli("capture", "sql-tables", *args).returncode == 0
+    work = tmp_path / "project"
+    work.mkdir()
+    proc = run_cli("export", "sql-tables", "--format", fmt, "-o", name, cwd=work)
+    assert proc.returncode == 0, proc.stderr
+    assert (work / name).is_file()
+    proc = run_cli("import", "copy", str(work / name), "--from", fmt, "--json")
+    assert proc.returncode == 0, proc.stderr
+    copied = show("copy")
+    marked = {e["rule"]: e["always"] for e in copied["learnings"] + copied["issues"]}
+    assert marked == {"Write PostgreSQL, not MySQL.": True, "Answer in British English.": True,
+                      "Never round table corners.": False, "Band alternate rows in light grey.": False}
+    assert {e["rule"] for e in copied["issues"]} == {"Write PostgreSQL, not MySQL.", "Never round table corners."}

@@ -6,6 +6,7 @@ Every scenario ends with `git fsck --strict` on the repositories it touched.
 from __future__ import annotations
 
 import json
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -534,3 +535,83 @@ def test_doctor_says_where_a_store_stands_against_its_remote_and_how_to_mend_it(
     alone.learn("Never abbreviate month names", "dates")
     lone = finding(alone, "remote")
     assert lone["ok"] and "git whetstone remote great-tables add URL" in lone["detail"]
+
+
+def test_the_same_reinforcement_on_two_machines_counts_twice(pair, monkeypatch) -> None:
+    """`revise L1 reinforce` on both machines, and the same `capture --confirm same:L2` in the same
+    second on both, then sync: every reinforcement counts, although each machine's change alone
+    would be the same bytes (and git merges those without asking the merge driver)."""
+    a, b, origin = pair
+    same_second = {"GIT_AUTHOR_DATE": "2026-07-24T10:00:00+00:00", "GIT_COMMITTER_DATE": "2026-07-24T10:00:00+00:00"}
+    for m in (a, b):
+        assert m.cli("revise", SKILL, "L1", "reinforce", env=same_second).returncode == 0
+        proc = m.cli("capture", SKILL, "Show prices in dollars", "--scope", "currency formatting",
+                     "--provenance", "dollars again", "--confirm", "same:L2", env=same_second)
+        assert proc.returncode == 0 and proc.stdout.startswith("reinforced"), proc.stderr
+    for m in (a, b, a):
+        assert m.cli("sync", SKILL).returncode == 0
+    entries = a.entries()
+    assert entries == b.entries()
+    assert entries["Heat-map msrp with a warm palette"] == ("L1", 3)
+    assert entries["Format the price column as US dollars"] == ("L2", 3)
+    # each reinforcement is a provenance line of its own, naming the run that made it
+    lines = [e["provenance"] for e in show(SKILL, config=a.config)["learnings"] if e["id"] == "L2"][0]
+    assert len([p for p in lines if "dollars again" in p]) == 2 and len(set(lines)) == len(lines)
+    fsck(a.path, b.path, origin)
+
+
+def test_doctor_on_a_freshly_synced_machine_says_it_has_not_recalled_yet(pair) -> None:
+    """events.jsonl stays on each machine: a clone that has not recalled yet is not a dead loop."""
+    a, b, origin = pair
+    proc = b.cli("doctor", SKILL)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "FAIL" not in proc.stdout and "looks dead" not in proc.stdout, proc.stdout
+    assert "this machine has not recalled yet" in proc.stdout, proc.stdout
+    recalls = next(c for c in json.loads(b.cli("doctor", SKILL, "--json").stdout)["checks"] if c["name"] == "recalls")
+    assert recalls["severity"] == "warning" and not recalls["ok"]
+    b.recall()
+    assert "1 recalls, last on" in b.cli("doctor", SKILL).stdout
+
+
+def test_metrics_count_the_learnings_a_merge_brought_and_re_minted(pair) -> None:
+    """metrics after a sync that re-minted ids: every learning there is was created somewhere in the
+    history, so 'learnings survived' never reads more than it started from (it read 32/31)."""
+    a, b, origin = pair
+    diverge(a, b)
+    for m in (a, b, a):
+        m.sync()
+    ok = 0
+    for m in (a, b):
+        printed = m.cli("metrics", SKILL).stdout
+        survived = re.search(r"learnings survived: (\d+)/(\d+) \((\d+)%\)", printed)
+        assert survived, printed
+        kept, made = int(survived.group(1)), int(survived.group(2))
+        assert kept == made == 10 and survived.group(3) == "100", printed
+        stats = json.loads(m.cli("metrics", SKILL, "--json").stdout)["skills"][SKILL]
+        assert stats["learnings"] == stats["learnings_created"] == stats["learnings_surviving"] == 10
+        assert stats["learnings_survived"] == 1.0
+        ok += 1
+    assert ok == 2
+
+
+def test_the_machine_that_minted_an_id_first_keeps_it(pair, monkeypatch) -> None:
+    """Two machines mint L3 for different rules on the same day: the one whose minting commit is
+    older keeps L3 (the ids its agent has seen stay), whatever the rules' content hashes say."""
+    from git_whetstone.format.merging import content_hash
+    a, b, origin = pair
+    rules = ["Bold the header row", "Put the units in the column label"]
+    probe = [blocks.parse(f"## L4 · {r}\n- recurrence: 1\n- first_seen: 2026-07-24\n- last_seen: 2026-07-24\n"
+                          f"- scope: headers\n\n{r}\n", "learnings/x.md", "learnings").blocks[0] for r in rules]
+    first, later = sorted(rules, key=lambda r: content_hash(probe[rules.index(r)]), reverse=True)  # hash favours later
+    for m, rule, when in ((a, first, "2026-07-24T09:00:00+00:00"), (b, later, "2026-07-24T17:00:00+00:00")):
+        monkeypatch.setenv("GIT_AUTHOR_DATE", when)
+        monkeypatch.setenv("GIT_COMMITTER_DATE", when)
+        assert m.learn(rule, "headers")["entry_id"] == "L3"
+    monkeypatch.delenv("GIT_AUTHOR_DATE")
+    monkeypatch.delenv("GIT_COMMITTER_DATE")
+    for m in (b, a, b):  # the later machine pushes first: who merges must not matter either
+        m.sync()
+    entries = a.entries()
+    assert entries == b.entries()
+    assert entries[first] == ("L3", 1) and entries[later] == ("L4", 1), entries
+    fsck(a.path, b.path, origin)

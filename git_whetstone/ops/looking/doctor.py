@@ -98,20 +98,27 @@ def doctor(skill: str, *, config: Config | None = None) -> dict[str, Any]:
         except ValueError:
             continue
         last[kind] = max(last.get(kind, on), on)
+    # events.jsonl is kept per machine: a machine that has neither recalled nor captured yet (a fresh
+    # clone, say) knows nothing of the loop elsewhere, which is not a dead loop
+    new_here = not any(counts.values())
     for kind in ("recall", "capture"):
         seen = last.get(kind)
         fresh = seen is not None and (day - seen).days <= QUIET_DAYS
-        detail = (f"{counts[kind]} {kind}s, last on {seen.isoformat()}" if seen else f"no {kind} has reached this store")
+        detail = (f"{counts[kind]} {kind}s, last on {seen.isoformat()}" if seen else
+                  f"this machine has not {kind.rstrip('e')}ed yet (events.jsonl is kept per machine)" if new_here else
+                  f"no {kind} has reached this store")
         check(f"{kind}s", fresh, detail, "wire the agent host (below)" if kind == "recall" else
-              "tell the agent to call capture the moment it acts on a correction", warn=kind == "capture")
+              "tell the agent to call capture the moment it acts on a correction", warn=kind == "capture" or new_here)
     dead = not any(c["name"] == "recalls" and c["ok"] for c in checks)
     return _verdict(store, checks, dead=dead)
 
 
 def _verdict(store: Store, checks: list[dict[str, Any]], *, dead: bool) -> dict[str, Any]:
     healthy = all(c["ok"] or c["severity"] == "warning" for c in checks)
+    recalls = next((c for c in checks if c["name"] == "recalls"), None)
     return {"skill": store.skill, "path": str(store.path), "healthy": healthy, "checks": checks,
-            "setup": SETUP if dead else []}
+            "setup": SETUP if dead else [],
+            "dead": dead and (recalls is None or recalls["severity"] == "error")}  # not merely new here
 
 
 def _remote(store: Store) -> tuple[str, bool, str, str | None]:

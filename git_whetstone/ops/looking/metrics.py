@@ -63,6 +63,7 @@ def _one(store: Store) -> dict[str, Any]:
         "learnings": learnings,
         "issues": sum(e.kind == "issue" for e in rows),
         "learnings_created": len(ever),
+        "learnings_surviving": len(present & ever),
         "learnings_survived": round(len(present & ever) / len(ever), 3) if ever else None,
         "promotions": promotions,
         "capture_rate": None,

@@ -88,9 +88,8 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
 def _write_output(target: Path, data: str | bytes) -> None:
     if target.is_dir():
         raise WhetstoneError(f"{target} is a directory: give a file name to write to")
-    if not target.parent.is_dir():
-        raise WhetstoneError(f"cannot write {target}: the directory {target.parent} does not exist")
     try:
+        target.parent.mkdir(parents=True, exist_ok=True)  # .cursor/rules/ in a project that has none yet
         write_atomic(target, data)
     except OSError as exc:
         raise WhetstoneError(f"cannot write {target}: {exc.strerror or exc}", exit_code=RUNTIME) from None
@@ -227,12 +226,12 @@ def _judge(ctx: Context, item: Item, mark: str, markers: dict[str, Entry],
            same_rule: dict[str, list[Entry]], fmt: str, bumped: set[str], apart: set[str]) -> Step:
     if mark in markers:
         return Step(item, "noop", mark, markers[mark], "imported before")
-    provenance = {clean_provenance(p) for p in item.provenance}
+    provenance = {clean_provenance(p, cut=True) for p in item.provenance}
     for e in same_rule.get(rule_hash(item.kind, item.scope, item.body), []):
         # The same rule, and nothing in its history the store does not know: this store is
         # where it came from (or a rule file restates it). A teammate's identical rule with its
         # own history is evidence, and falls through to be reinforced.
-        if fmt != "pack" or provenance <= {clean_provenance(p) for p in e.provenance}:
+        if fmt != "pack" or provenance <= {clean_provenance(p, cut=True) for p in e.provenance}:
             return Step(item, "noop", mark, e, "already in the store")
     judged = [(e, v) for e, v in ctx.nearest(item.body, item.scope) if e.id not in apart]
     decisive = next(((e, v) for e, v in judged if v.relation in (SAME, CONTRADICTS)), None)
@@ -306,7 +305,7 @@ def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day:
         if step.action != "add":
             continue
         item = step.item
-        provenance = [clean_provenance(p) for p in item.provenance]
+        provenance = [clean_provenance(p, cut=True) for p in item.provenance]
         provenance.append(f"{stamp} — imported from {named(item)} ({step.marker})")
         body, scope = clean_body(item.body), clean_scope(item.scope)
         step.new_id = ctx.add_block(item.kind, body, scope, provenance, pending, recurrence=item.recurrence,

@@ -2,8 +2,10 @@
 (`.mdc`) an agent host reads, and such a file read back into entries.
 
 Exported, the issues are MUST rules and the learnings weighing at least `min_weight` SHOULD
-preferences, each part grouped by scope. Read, each bullet is an entry: an issue when labelled
-`MUST:` or worded always/never/must, a learning otherwise, scoped by the nearest heading.
+preferences, each part grouped by scope; a rule for every task of the skill (`applies: always`)
+ends in `(every task)` (a preference: `(weight 0.75, every task)`). Read, each bullet is an entry:
+an issue when labelled `MUST:` or worded always/never/must, a learning otherwise, scoped by the
+nearest heading, marked for every task when it ends so.
 """
 from __future__ import annotations
 
@@ -53,7 +55,7 @@ def render_rules(skill: str, items: list[Item], fmt: str, day: dt.date, min_weig
         for key in sorted(issues):
             group = issues[key]
             lines += [f"### {group[0].scope}", ""]
-            lines += [f"- MUST: {_one_line(item.body)}" for item in group]
+            lines += [f"- MUST: {_one_line(item.body)}{' (every task)' if item.always else ''}" for item in group]
             lines.append("")
     if prefs:
         lines += ["## Preferences (strongest first)", "",
@@ -61,7 +63,8 @@ def render_rules(skill: str, items: list[Item], fmt: str, day: dt.date, min_weig
         for key in sorted(prefs, key=lambda k: (-prefs[k][0][0], k)):
             group = prefs[key]
             lines += [f"### {group[0][1].scope}", ""]
-            lines += [f"- SHOULD: {_one_line(item.body)} (weight {w:.2f})" for w, item in group]
+            lines += [f"- SHOULD: {_one_line(item.body)} (weight {w:.2f}{', every task' if item.always else ''})"
+                      for w, item in group]
             lines.append("")
     if not issues and not prefs:
         lines += ["No rules or preferences yet.", ""]
@@ -79,7 +82,7 @@ _FENCE = re.compile(r"^[ \t]*(`{3,}|~{3,})")
 _THEMATIC = re.compile(r"^[ \t]*([-*_])(?:[ \t]*\1){2,}[ \t]*$")
 _TASK = re.compile(r"^\[[ xX]\][ \t]+")
 _LABEL = re.compile(r"^(MUST|SHOULD):[ \t]*")
-_WEIGHT = re.compile(r"[ \t]*\(weight [0-9]+(?:\.[0-9]+)?\)$")
+_WEIGHT = re.compile(r"[ \t]*\((?:weight [0-9]+(?:\.[0-9]+)?(?:, )?)?(every task)?\)$")  # (weight 0.75, every task)
 _HARD = re.compile(r"\b(?:always|never|must)\b", re.IGNORECASE)
 
 
@@ -159,7 +162,10 @@ def read_rules(data: bytes, name: str, fmt: str, day: dt.date) -> list[Item]:
         where = f"{name}:{number}"
         body = _TASK.sub("", raw)
         label = _LABEL.match(body)
-        body = _WEIGHT.sub("", body[label.end():] if label else body).strip()
+        body = body[label.end():] if label else body
+        said = _WEIGHT.search(body)
+        every = bool(said and said.group(1))
+        body = (body[:said.start()] if said and said.group(0).strip() != "()" else body).strip()
         if not body:
             continue
         if label:
@@ -176,7 +182,7 @@ def read_rules(data: bytes, name: str, fmt: str, day: dt.date) -> list[Item]:
             continue
         seen.add(key)
         items.append(Item(None, kind, scope, body, blocks.derive_title(body), 1, day.isoformat(), day.isoformat(),
-                          (), where))
+                          (), where, always=every))
     return items
 
 

@@ -3,8 +3,8 @@
 Git merges a store file by file (`drivers`), but ids must be unique per store, so once git has
 merged, `settle` looks at the merged store as a whole: two copies of an entry that existed before
 (moved on one side, changed on the other) become one; two different entries minted under the same
-id on two machines keep it for one of them (the earlier first_seen, then the smaller content hash)
-and the other is re-minted above every id either side ever used, with the rename recorded in its
+id on two machines keep it for one of them (the one whose minting commit is older, by its author
+time, which a rebase keeps; then the smaller content hash) and the other is re-minted above every id either side ever used, with the rename recorded in its
 provenance. The outcome depends only on the two sides and their history, never on which side is
 "ours", so both machines end up with the same ids whichever of them merged.
 
@@ -76,7 +76,8 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
             _fold_copies(bid, copies, known_before[bid], split, result)
             continue
         distinct: list[tuple[str, int, Piece]] = []
-        for rel, index, piece in sorted(copies, key=lambda c: (rank(c[2].block), c[0], c[1])):
+        for rel, index, piece in sorted(copies, key=lambda c: (_minted(repo, parents, base, c[2].block),
+                                                               rank(c[2].block)[1], c[0], c[1])):
             twin = next((d for d in distinct if same_rule(d[2].block, piece.block)), None)
             if twin is None:
                 distinct.append((rel, index, piece))
@@ -121,6 +122,18 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
     result.next_ids = ids_text(nxt)
     result.reminted.sort(key=lambda r: _id_order(r["to"]))
     return result
+
+
+def _minted(repo: Path, parents: list[str], base: str | None, block: Block | None) -> int:
+    """When a copy of a contested id was minted: the author time of the oldest commit, since the
+    sides parted, that added its heading (a rebase keeps author times); later than any commit when
+    none did (a heading changed by hand in the merge itself)."""
+    heading = (block.raw.split("\n", 1)[0].rstrip("\r") if block is not None else "")
+    if not heading:
+        return 1 << 62
+    times = runner.run(repo, "log", "--format=%at", "-S", heading, *parents, *([f"^{base}"] if base else []),
+                       "--", "learnings", "issues", check=False).stdout.split()
+    return min((int(t) for t in times if t.isdigit()), default=1 << 62)
 
 
 def _fold_copies(bid: str, copies: list[tuple[str, int, Piece]], before: tuple[str, Block],

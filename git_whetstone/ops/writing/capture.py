@@ -41,10 +41,11 @@ import numpy as np
 from ...base.config import Config
 from ...base.errors import WhetstoneError
 from ...format import blocks, edits
-from ...format.layout import GLOBAL, GLOBAL_PREFIX
+from ...format.layout import GLOBAL, GLOBAL_PREFIX, did_you_mean
 from ...format.entry import Entry
 from ...semantics.judge import CONTRADICTS, SAME, Judgement, Triage, contradiction, triage
 from ...store import events
+from ...store.store import close_skills
 from .attach import create
 from .context import Context, candidate
 from .inputs import (Answer, answer, clean_always, clean_body, clean_provenance, clean_run_id, clean_scope,
@@ -76,12 +77,22 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
     run_id, said = clean_run_id(run_id), answer(confirm)
     every = clean_always(always)
     store = ws.store(skill)
+    near = [] if store.exists or said.verb in ("new", "yes") else close_skills(ws.config, store.skill)
+    if near and ws.config.supervision != "autonomous":  # most likely a typo: a second store splits the memory
+        return ask(f"There is no skill named '{store.skill}'; {did_you_mean(near)} Nothing was written. Capture "
+                   f"into {near[0]} instead, or repeat with confirm='new' to start the skill '{store.skill}'.",
+                   did_you_mean=near).json(
+            skill=store.skill, status=None, entry_id=None, recurrence=None, confirmation=None, polarity=kind,
+            scope=scope, always=every, run_id=run_id, warnings=[])
     create(store)
     with store.lock():
         ctx = Context.open(ws, store)
+        ctx.run_id = run_id
         outcome = (_global_conflict(ctx, body, said)
                    or _capture(ctx, kind, body, scope, said_by, said, every, decide))
         warnings = list(ctx.snap.warnings) + store.warnings
+    if near:  # autonomous: started, as a look-alike rule is written, and named
+        warnings.append(f"started the skill '{store.skill}', which no store had; {did_you_mean(near)}")
     result = outcome.json(skill=store.skill, status=None, entry_id=None, recurrence=None, confirmation=None,
                           polarity=kind, scope=scope, always=every, run_id=run_id, warnings=warnings)
     looked = outcome.extra.get("candidates") or outcome.extra.get("similar") or []
@@ -139,7 +150,7 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
         return _as_said(ctx, kind, body, scope, said_by, Answer(said.verb, asked[0][0].id), every)
     if said.verb in ("same", "replace", "keep") and asked:
         raise WhetstoneError(f"confirm='{said.verb}' is ambiguous here: say which entry, e.g. "
-                             f"'{said.verb}:{asked[0][0].id}' (look-alikes: {', '.join(e.id for e, _ in asked)})")
+                             f"confirm='{said.verb}:{asked[0][0].id}' (look-alikes: {', '.join(e.id for e, _ in asked)})")
     if found.likely and said.verb != "new" and ctx.config.supervision != "autonomous":
         if decide is not None and ctx.config.supervision == "balanced":
             decided = _host_decides(ctx, kind, body, scope, said_by, said, every, found, decide)
@@ -218,12 +229,12 @@ def _ask_about(likely: list[tuple[Entry, Judgement]], body: str) -> Outcome:
     listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in likely)
     if verdict.opposed:
         question = (f"It may contradict {first.id} ({verdict.reason}). Ask the user which holds: "
-                    f"confirm='replace:{first.id}' if the new rule does, 'keep:{first.id}' if {first.id} still "
-                    f"does, 'same:{first.id}' if they say the same, 'new' if both hold.")
+                    f"confirm='replace:{first.id}' if the new rule does, confirm='keep:{first.id}' if {first.id} "
+                    f"still does, confirm='same:{first.id}' if they say the same, confirm='new' if both hold.")
     else:
         question = (f"Ask the user (or judge yourself) whether it says the same as one of them: "
-                    f"confirm='same:{first.id}' reinforces {first.id}, 'replace:{first.id}' replaces it, "
-                    f"'new' stores it as a rule of its own.")
+                    f"confirm='same:{first.id}' reinforces {first.id}, confirm='replace:{first.id}' replaces it, "
+                    f"confirm='new' stores it as a rule of its own.")
     return ask(f"This is close to {listed}, and whetstone cannot tell whether \"{blocks.derive_title(body)}\" "
                f"is the same rule, its opposite or a different one. Nothing was written. {question}",
                candidates=[candidate(e, j) for e, j in likely], similar_to=brief(first))

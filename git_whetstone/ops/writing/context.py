@@ -18,6 +18,7 @@ from ...format.entry import Entry, differs
 from ...index.snapshot import Snapshot
 from ...semantics.embed import Embedder
 from ...semantics.judge import Judgement, judge
+from ...store import events
 from ...store.store import Store, refuse_unfinished
 from ..workspace import Workspace
 
@@ -38,6 +39,7 @@ class Context:
     def __init__(self, workspace: Workspace, store: Store, snap: Snapshot) -> None:
         self.workspace, self.store, self.snap = workspace, store, snap
         self.both_hold: list[tuple[Entry, str]] = []  # (entry, id): the next commit records that both hold
+        self.run_id: str | None = None  # the caller's run, else one made for this write (`run`)
 
     @property
     def config(self) -> Config:
@@ -51,6 +53,12 @@ class Context:
     def open(cls, workspace: Workspace, store: Store) -> "Context":
         """The context of a write to `store` (call with its lock held)."""
         return cls(workspace, store, workspace.snapshot(store))
+
+    def run(self) -> str:
+        """The run this write belongs to: the caller's run_id, else a new one (made once)."""
+        if self.run_id is None:
+            self.run_id = events.new_run_id(today())
+        return self.run_id
 
     def entry(self, entry_id: str) -> Entry:
         row = self.snap.row_of(entry_id)

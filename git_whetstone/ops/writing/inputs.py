@@ -16,7 +16,7 @@ from ...format import blocks, edits
 
 MAX_BODY = 4000
 MAX_SCOPE = 100
-MAX_PROVENANCE = 300
+MAX_PROVENANCE = 1000
 ANSWERS = {"yes": "yes", "y": "yes", "true": "yes", "confirm": "yes", "ok": "yes",
            "no": "no", "n": "no", "decline": "no",
            "new": "new", "separate": "new", "reinforce": "same", "same": "same", "replace": "replace",
@@ -61,13 +61,20 @@ def clean_scope(scope: object) -> str:
     return text
 
 
-def clean_provenance(provenance: object) -> str:
+def clean_provenance(provenance: object, *, cut: bool = False) -> str:
+    """The caller's words as one line of provenance. Longer than `MAX_PROVENANCE` is refused, as an
+    oversized body is (`cut`: shortened, with an ellipsis: a line a pack brings, already recorded)."""
     if provenance is None:
         return ""
     if not isinstance(provenance, str):
         raise WhetstoneError(f"provenance must be text, got {shown(provenance)}")
     text = " ".join(_CONTROL.sub(" ", unicode_text(provenance, "provenance")).split())
-    return text if len(text) <= MAX_PROVENANCE else text[: MAX_PROVENANCE - 1] + "…"
+    if len(text) <= MAX_PROVENANCE:
+        return text
+    if not cut:
+        raise WhetstoneError(f"provenance is too long ({len(provenance)} characters; quote the user's words in at "
+                             f"most {MAX_PROVENANCE})")
+    return text[: MAX_PROVENANCE - 1] + "…"
 
 
 def clean_run_id(run_id: object) -> str | None:

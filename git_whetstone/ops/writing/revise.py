@@ -41,12 +41,13 @@ from .capture import HOST, Decide, host_contradiction, verdict_of
 from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from ..workspace import Workspace
-from .writes import (DECLINED, HARDENED, Outcome, ask, brief, harden, mark, move, promotion_declined, reinforce,
-                     reword, soften)
+from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, promote_call,
+                     promotion_declined, reinforce, reword, soften)
 
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote") + PAIRED
 MARKS = ("always", "scoped")  # what revise records as the action of always=true / always=false
+EDITS = ("reword", "move")  # what it records as the action of a body (and scope) / a scope alone
 _ID = re.compile(r"(?:[Gg]:)?[LlIi][1-9]\d*")
 
 
@@ -72,8 +73,11 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         action = "always" if always else "scoped"
     elif always is not None:
         raise WhetstoneError("always goes in a call of its own: give it without an action")
-    if not isinstance(action, str) or action.strip().lower() not in ACTIONS + MARKS:
-        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}, or always=true|false")
+    elif action in (None, ""):  # a body and/or a scope alone: reword / move the entry
+        action = "reword" if body not in (None, "") else "move" if scope not in (None, "") else None
+    if not isinstance(action, str) or action.strip().lower() not in ACTIONS + MARKS + EDITS:
+        raise WhetstoneError(f"unknown action {shown(action)}: use one of {', '.join(ACTIONS)}, a body or scope "
+                             f"alone to reword or move the entry, or always=true|false")
     action = action.strip().lower()
     if not isinstance(entry_id, str) or not _ID.fullmatch(entry_id.strip()):
         raise WhetstoneError(f"unknown entry id {shown(entry_id)}: ids look like L3 or I2")
@@ -89,9 +93,12 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         raise WhetstoneError("revise takes confirm yes, no or new (same:/replace:/keep: answer a capture)")
     if action in ("remove",) + PAIRED and (new_body or new_scope):
         raise WhetstoneError(f"{action} takes no body or scope")
+    if (action == "reword" and not new_body) or (action == "move" and not new_scope):
+        raise WhetstoneError(f"{action} needs the {'new wording (body)' if action == 'reword' else 'scope to move to'}")
     store = ws.store(skill, must_exist=True)
     with store.lock():
         ctx = Context.open(ws, store)
+        ctx.run_id = run_id
         entry = ctx.entry(entry_id)
         if target:
             outcome = _pair(ctx, entry, ctx.entry(target), action)
@@ -126,6 +133,11 @@ def _target(target: object, action: str, entry_id: str) -> str | None:
         raise WhetstoneError(f"{inside} is in the global layer and {outside} is not: {action} works on two "
                              f"entries of one layer")
     return target
+
+
+def pair_call(entry_id: str, action: str, target: str) -> str:
+    """The call that settles a pair (in the notation of `base.calls`)."""
+    return f"revise(entry_id='{entry_id}', action='{action}', target='{target}')"
 
 
 def _pair(ctx: Context, entry: Entry, target: Entry, action: str) -> Outcome:
@@ -200,8 +212,8 @@ def _fold(ctx: Context, entry: Entry, target: Entry) -> Outcome:
     if target.recurrence < threshold <= count and not promotion_declined(target):
         outcome.extra["promotion"] = {"entry_id": target.id, "recurrence": count, "prompt": (
             f"{target.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
-            f"issue: revise(entry_id='{target.id}', action='promote', confirm='yes') promotes it; confirm='no' "
-            f"records the answer so this is not asked again.")}
+            f"issue: {promote_call(target.id, 'yes')} promotes it; {promote_call(target.id, 'no')} records the "
+            f"answer so this is not asked again.")}
     return outcome
 
 
@@ -303,10 +315,12 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     if action == "reinforce":
         if scope:
             return move(ctx, entry, body, scope, {"recurrence": str(entry.recurrence + 1),
-                                                  "last_seen": today().isoformat()})
+                                                  "last_seen": today().isoformat()}, counted(ctx, None))
         return reinforce(ctx, entry, None, verb="revise", body=body)
     if action == "weaken":
         return _weaken(ctx, entry, body, scope)
+    if action in EDITS:
+        return _reword(ctx, entry, body, scope, recurrence)
     if action == "remove":
         text, block = ctx.block(entry)
         ctx.commit(f"revise: remove {entry.id} ({entry.scope})\n\n{entry.body}\n",
@@ -353,8 +367,8 @@ def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[En
         listed = "; ".join(f"{e.id} ({e.scope}): \"{blocks.derive_title(e.body)}\"" for e, _ in likely)
         return ask(f"The revised {entry.id} is close to {listed}, and whetstone cannot tell whether it says the "
                    f"same, the opposite or something else. Nothing was written. Repeat with confirm='new' to go "
-                   f"ahead, or settle it with the user first (revise {entry.id} same, replace or distinct with "
-                   f"target {likely[0][0].id}).",
+                   f"ahead, or settle it with the user first ({pair_call(entry.id, 'same', likely[0][0].id)}, "
+                   f"or replace or distinct in place of same).",
                    entry.id, recurrence, candidates=[candidate(e, j) for e, j in likely])
     return None
 
@@ -383,12 +397,12 @@ def _host_judges(ctx: Context, entry: Entry, action: str, likely: list[tuple[Ent
                           f"confirm='new' if both hold."})
         if said == "same":
             return ask(f"The host's model judged that the revised {entry.id} says the same as {other.id} "
-                       f"({other.scope}): {title}. Nothing was written. Ask the user: revise {entry.id} same with "
-                       f"target {other.id} folds {entry.id} into {other.id}; repeat with confirm='new' if both "
+                       f"({other.scope}): {title}. Nothing was written. Ask the user: {pair_call(entry.id, 'same', other.id)} "
+                       f"folds {entry.id} into {other.id}; repeat with confirm='new' if both "
                        f"hold after all.", entry.id, recurrence, candidates=[candidate(other, verdict)],
                        duplicate_of=brief(other))
         return ask(f"The host's model judged that the revised {entry.id} replaces {other.id} ({other.scope}): "
-                   f"{title}. Nothing was written. Ask the user: revise {entry.id} replace with target {other.id} "
+                   f"{title}. Nothing was written. Ask the user: {pair_call(entry.id, 'replace', other.id)} "
                    f"removes {other.id}, then repeat this call; or repeat with confirm='new' if both hold.",
                    entry.id, recurrence, candidates=[candidate(other, verdict)])
     host.decided = True
@@ -403,11 +417,24 @@ def _weaken(ctx: Context, entry: Entry, body: str | None, scope: str | None) -> 
         return Outcome("noop", entry.id, entry.recurrence, f"{entry.id} is already at recurrence 1; use remove to drop it.")
     count = max(1, entry.recurrence - 1)
     if scope:
-        return move(ctx, entry, body, scope, {"recurrence": str(count)})
+        return move(ctx, entry, body, scope, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
     text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {"recurrence": str(count)})
+    changed = edits.update_fields(block, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
     if body:
         changed = reword(changed, block, body)
-    ctx.commit(f"revise: weaken {entry.id} ({entry.scope}), recurrence {count}\n",
-               {entry.path: edits.replace(text, block, changed)})
-    return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}.")
+    ctx.commit(f"revise: weaken{' and reword' if body else ''} {entry.id} ({entry.scope}), recurrence {count}\n"
+               + (f"\n{body}\n" if body else ""), {entry.path: edits.replace(text, block, changed)})
+    return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}"
+                   + (f" and reworded it: {blocks.derive_title(body)}" if body else "."))
+
+
+def _reword(ctx: Context, entry: Entry, body: str | None, scope: str | None, recurrence: int | None) -> Outcome:
+    """New words for the entry (`body`), or another scope (`scope`), or both: its weight stays."""
+    if scope:
+        return move(ctx, entry, body, scope, {})
+    assert body is not None
+    text, block = ctx.block(entry)
+    ctx.commit(f"revise: reword {entry.id} ({entry.scope})\n\n{body}\n",
+               {entry.path: edits.replace(text, block, reword(edits.update_fields(block, {}), block, body))})
+    return Outcome("committed", entry.id, recurrence, f"Whetstone reworded {entry.id} ({entry.scope}): "
+                   f"{blocks.derive_title(body)}")

@@ -53,33 +53,47 @@ def promotion_declined(entry: Entry) -> bool:
     return any(DECLINED in p or SOFTENED in p for p in entry.provenance)
 
 
+def counted(ctx: Context, stamp: str | None, what: str = "reinforced") -> str:
+    """The provenance line a change of recurrence adds: the caller's words (`stamp`, else what was
+    done) and the run it came from. Two machines that make the same change on the same day still
+    write different lines, so git sees two changes and the merge driver counts both."""
+    return f"{stamp or f'{today().isoformat()} — {what}'} (run {ctx.run()})"
+
+
 def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: str | None = None,
               always: bool = False) -> Outcome:
-    """Raise a learning's recurrence by one and refresh last_seen (rewording it with `body`, marking
-    it for every task with `always`); when that reaches `promotion_threshold`, ask once whether it
-    should harden into an issue."""
+    """Raise a learning's recurrence by one and refresh last_seen, with a provenance line of its
+    own (`counted`), rewording it with `body`, marking it for every task with `always`; when that
+    reaches `promotion_threshold`, ask once whether it should harden into an issue."""
     text, block = ctx.block(old)
     count = old.recurrence + 1
-    changed = edits.update_fields(block, {"recurrence": str(count), "last_seen": today().isoformat()}, stamp)
+    changed = edits.update_fields(block, {"recurrence": str(count), "last_seen": today().isoformat()},
+                                  counted(ctx, stamp))
     marked = always and not old.always
     if marked:
         changed = edits.with_always(block, True, changed)
     if body is not None:
         changed = reword(changed, block, body)
-    ctx.commit(f"{verb}: reinforce {old.id} ({old.scope}), recurrence {count}"
-               f"{', for every task' if marked else ''}\n\n{body or old.body}\n",
+    ctx.commit(f"{verb}: reinforce{' and reword' if body is not None else ''} {old.id} ({old.scope}), recurrence "
+               f"{count}{', for every task' if marked else ''}\n\n{body or old.body}\n",
                {old.path: edits.replace(text, block, changed)})
     outcome = Outcome("reinforced" if verb == "capture" else "committed", old.id, count,
                       f"Whetstone reinforced {old.id} ({old.scope}) to recurrence {count}"
+                      f"{' and reworded it' if body is not None else ''}"
                       f"{' and marked it for every task' if marked else ''}: "
                       f"{blocks.derive_title(body or old.body)}")
     threshold = ctx.config.promotion_threshold
     if old.recurrence < threshold <= count and not promotion_declined(old):
         outcome.extra["promotion"] = {"entry_id": old.id, "recurrence": count, "prompt": (
             f"{old.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
-            f"issue: revise(entry_id='{old.id}', action='promote', confirm='yes') promotes it; confirm='no' "
-            f"records the answer so this is not asked again.")}
+            f"issue: {promote_call(old.id, 'yes')} promotes it; {promote_call(old.id, 'no')} records the answer "
+            f"so this is not asked again.")}
     return outcome
+
+
+def promote_call(entry_id: str, answer: str) -> str:
+    """The call that answers a promotion question (in the notation of `base.calls`)."""
+    return f"revise(entry_id='{entry_id}', action='promote', confirm='{answer}')"
 
 
 def reword(block_text: str, block: blocks.Block, body: str) -> str:
@@ -143,11 +157,12 @@ def _marked(always: bool) -> str:
             else "recalled when a task is about its scope")
 
 
-def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[str, str]) -> Outcome:
+def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[str, str],
+         stamp: str | None = None) -> Outcome:
     """Move an entry to another scope (its file may change), keeping its id and history; `extra`
-    holds metadata changed on the way (recurrence, last_seen)."""
+    holds metadata changed on the way (recurrence, last_seen), `stamp` a provenance line to add."""
     text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {**extra, "scope": scope})
+    changed = edits.update_fields(block, {**extra, "scope": scope}, stamp)
     if body:
         changed = reword(changed, block, body)
     files: dict[str, str | None] = {}
@@ -158,6 +173,10 @@ def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[s
         files[entry.path] = edits.remove(text, block) or None
         target_text, _ = ctx.read(target)
         files[target] = edits.append(target_text, changed.rstrip("\n") + "\n")
-    ctx.commit(f"revise: move {entry.id} to scope '{scope}'\n\n{body or entry.body}\n", files)
+    ctx.commit(f"revise: {'reword and ' if body else ''}move {entry.id} to scope '{scope}'\n\n{body or entry.body}\n",
+               files)
     count = int(extra["recurrence"]) if "recurrence" in extra else entry.recurrence
-    return Outcome("committed", entry.id, count, f"Whetstone moved {entry.id} to '{scope}' (recurrence {count}).")
+    recurrence = f" (recurrence {count})" if entry.kind == "learning" else ""
+    return Outcome("committed", entry.id, count if entry.kind == "learning" else None,
+                   f"Whetstone moved {entry.id} to '{scope}'{recurrence}"
+                   + (f" and reworded it: {blocks.derive_title(body)}" if body else "."))
