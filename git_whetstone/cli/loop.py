@@ -234,14 +234,17 @@ def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json
 @click.argument("entry_id", metavar="[ID]", required=False)
 @click.option("--cluster", "cluster_id", metavar="CID", help="Enact a cluster that compact --all reported.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.option("--always/--scoped", "always", default=None,
+              help="For a rule marked for every task: keep the mark (every task of every skill), or drop it.")
 @json_option
 @click.pass_obj
 def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: str | None, yes: bool,
-            as_json: bool) -> None:
+            always: bool | None, as_json: bool) -> None:
     """Lift entry ID of SKILL into the global layer, so every skill's recall sees it.
 
     The entry gets a new id there (G:…) and leaves the skill in the same step; --cluster enacts a
-    cluster that compact --all reported. Asks for confirmation unless --yes.
+    cluster that compact --all reported. Asks for confirmation unless --yes. A rule marked for every
+    task of its skill would apply to every task of every skill: say --always or --scoped.
 
     \b
     Example:
@@ -255,9 +258,14 @@ def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: s
         if not sys.stdin.isatty():
             raise WhetstoneError(f"promoting {what} to the global layer needs confirmation: add --yes")
         click.confirm(f"Move {what} into the global layer?", abort=True)
-    result = api.promote_cluster(cluster_id, config=state.config()) if cluster_id else \
-        api.promote(skill, entry_id, config=state.config())
-    emit(state, as_json, result, lambda r: click.echo(r["confirmation"]))
+    def call(always: bool | None) -> dict:
+        return api.promote_cluster(cluster_id, always, config=state.config()) if cluster_id else \
+            api.promote(skill, entry_id, always, config=state.config())
+    result = call(always)
+    if result["status"] == "needs_confirmation" and sys.stdin.isatty() and not as_json and not state.as_json:
+        result = call(click.confirm(f"{what} applies to every task of its skill. Keep it a rule for every task "
+                                    f"of every skill? (no: promote it without the mark)"))
+    emit(state, as_json, result, lambda r: click.echo(r.get("confirmation") or r["prompt"]))
 
 
 @main.command()

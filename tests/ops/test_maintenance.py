@@ -131,6 +131,28 @@ def test_promote_to_global_reaches_other_skills_and_reverts(store_root: Path) ->
     assert revised["skill"] == "__global__" and revised["recurrence"] == 2
 
 
+def test_promoting_a_rule_for_every_task_asks_whether_it_holds_for_every_skill(store_root: Path) -> None:
+    ok("capture", "memos", "Sign every memo with the team's name", "--scope", "sign-off", "--always")
+    before = tree_state(store_root / "memos")
+    asked = ok("promote", "memos", "L1", "--yes")  # --yes answers the move, not the mark
+    assert asked["status"] == "needs_confirmation"
+    assert "--always" in run_cli("promote", "memos", "L1", "--yes").stdout
+    assert tree_state(store_root / "memos") == before
+    assert not list((store_root / "__global__").glob("*/*.md"))  # nothing reached the global layer
+
+    scoped = ok("promote", "memos", "L1", "--yes", "--scoped")
+    assert scoped["status"] == "committed"
+    text = next((store_root / "__global__" / "learnings").glob("*.md")).read_text()
+    assert "applies: always" not in text
+    assert not any(e.get("always") for e in ok("recall", "slides", "the colour of a chart's axis")["learnings"])
+
+    ok("capture", "memos", "Date every memo in the first line", "--scope", "dates", "--always")
+    kept = ok("promote", "memos", "L2", "--yes", "--always")
+    assert kept["status"] == "committed"
+    always = [e for e in ok("recall", "slides", "the colour of a chart's axis")["learnings"] if e.get("always")]
+    assert [e["id"] for e in always] == [kept["global_id"]]
+
+
 def test_global_duplicates_give_way_and_global_issues_conflict(store_root: Path) -> None:
     ok("capture", "tables", "Never use emoji in headings", "--scope", "headings", "--issue")
     ok("promote", "tables", "I1", "--yes")

@@ -29,8 +29,10 @@ from ..writing.context import Context, candidate
 from ..workspace import Workspace
 
 
-def promote(skill: str, entry_id: str, *, config: Config | None = None) -> dict[str, Any]:
-    """Move one entry of `skill` into the global layer."""
+def promote(skill: str, entry_id: str, always: bool | None = None, *, config: Config | None = None) -> dict[str, Any]:
+    """Move one entry of `skill` into the global layer. An entry marked for every task of its skill
+    would become a rule for every task of every skill: that takes `always` (true keeps the mark,
+    false promotes it without); without it the answer is a question and nothing moves."""
     ws = Workspace.of(config)
     store = ws.store(skill, must_exist=True)
     if store.skill == GLOBAL:
@@ -43,8 +45,10 @@ def promote(skill: str, entry_id: str, *, config: Config | None = None) -> dict[
     with layer.lock(), store.lock():  # global first, as promote_cluster does: no lock-order deadlock
         source = Context.open(ws, store)
         entry = source.entry(wanted)
+        if entry.always and always is None:
+            return _ask_always(store.skill, [entry.id])
         target = Context.open(ws, layer)
-        new_id, similar = _lift(source, target, [(store, entry)], entry)
+        new_id, similar = _lift(source, target, [(store, entry)], entry, bool(always))
     shown_id = GLOBAL_PREFIX + new_id
     return {"skill": store.skill, "status": "committed", "entry_id": entry.id, "global_id": shown_id,
             "confirmation": f"Whetstone moved {entry.id} of {store.skill} to the global layer as {shown_id} "
@@ -52,10 +56,19 @@ def promote(skill: str, entry_id: str, *, config: Config | None = None) -> dict[
             **({"similar": similar} if similar else {})}
 
 
+def _ask_always(skill: str, ids: list[str]) -> dict[str, Any]:
+    """The question a promotion of entries marked `applies: always` answers first."""
+    which = ", ".join(ids)
+    return {"skill": skill, "status": "needs_confirmation",
+            "prompt": f"{which} of {skill} applies to every task of {skill}; in the global layer it would apply "
+                        f"to every task of every skill. Repeat with always=true if it holds for every skill, or "
+                        f"always=false to promote it as a rule recalled when its scope matches. Nothing was moved."}
+
+
 def _lift(source: Context | None, target: Context, members: list[tuple[Store, Entry]],
-          lead: Entry) -> tuple[str, list[dict[str, Any]]]:
-    """Write `lead` (standing for all `members`) into the global store, then remove every member
-    from its skill, one commit per repository. A member store that refuses its commit leaves the
+          lead: Entry, always: bool) -> tuple[str, list[dict[str, Any]]]:
+    """Write `lead` (standing for all `members`) into the global store (marked for every task when
+    `always`), then remove every member from its skill, one commit per repository. A member store that refuses its commit leaves the
     global entry reverted, so nothing is half moved. Returns the global id, and the global entries
     the judge finds likely or related (kept beside it, and named: a person settles those)."""
     same = None
@@ -78,7 +91,7 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
         text, block = target.block(same)
         changes = {"recurrence": str(same.recurrence + recurrence), "last_seen": day} if learning else {}
         changed = edits.update_fields(block, changes, provenance)
-        if any(e.always for _, e in members) and not same.always:  # a rule for every task stays one
+        if always and not same.always:
             changed = edits.with_always(block, True, changed)
         target.commit(f"promote: reinforce {same.id} ({same.scope}) from {where}\n\n{same.body}\n",
                       {same.path: edits.replace(text, block, changed)})
@@ -89,7 +102,7 @@ def _lift(source: Context | None, target: Context, members: list[tuple[Store, En
         new_id = target.add_block(lead.kind, lead.body, lead.scope,
                                   [p for _, e in members for p in e.provenance] + provenance, files,
                                   recurrence=recurrence, first_seen=first,
-                                  always=any(e.always for _, e in members))
+                                  always=always)
         target.commit(f"promote: add {new_id} ({lead.scope}) from {where}\n\n{lead.body}\n", files)
     done: list[Store] = []
     try:
@@ -146,8 +159,9 @@ def clusters(ws: Workspace) -> list[dict[str, Any]]:
     return sorted(found, key=lambda c: (-len(c["skills"]), c["id"]))
 
 
-def promote_cluster(cluster_id: str, *, config: Config | None = None) -> dict[str, Any]:
-    """Enact one reported cluster: one global entry for all of its members, removed from each skill."""
+def promote_cluster(cluster_id: str, always: bool | None = None, *, config: Config | None = None) -> dict[str, Any]:
+    """Enact one reported cluster: one global entry for all of its members, removed from each skill;
+    members marked for every task ask `always` first, as `promote` does."""
     ws = Workspace.of(config)
     found = {c["id"]: c for c in clusters(ws)}
     wanted = cluster_id.strip() if isinstance(cluster_id, str) else ""
@@ -168,8 +182,11 @@ def promote_cluster(cluster_id: str, *, config: Config | None = None) -> dict[st
                 raise WhetstoneError(f"{item['skill']} {item['id']} changed since the cluster was found; "
                                      f"run compact --all again")
             members.append((store, snap.entries[snap.by_id[item["id"]]]))
+        marked = [f"{store.skill} {e.id}" for store, e in members if e.always]
+        if marked and always is None:
+            return {**_ask_always(cluster["skills"][0], marked), "cluster": wanted}
         lead = max((e for _, e in members), key=lambda e: (e.recurrence, -int(e.id[1:])))
-        new_id, similar = _lift(None, Context.open(ws, layer), members, lead)
+        new_id, similar = _lift(None, Context.open(ws, layer), members, lead, bool(always))
     shown_id = GLOBAL_PREFIX + new_id
     return {"cluster": wanted, "status": "committed", "global_id": shown_id, "skills": cluster["skills"],
             "confirmation": f"Whetstone made cluster {wanted} the global {shown_id}, removed from "
