@@ -28,28 +28,39 @@ SUPERVISION_MODES = ("autonomous", "balanced", "supervised")
 #   scope     cosine between two scope phrases that makes them "the same or close" scopes
 #   learning_cutoff / issue_cutoff   relevance an entry needs to be recalled at all (issues lower)
 #   band      how far below the intent's best match an entry may score and still be recalled
+#   lexical   how much the words an entry shares with the intent add to its relevance (BM25, each
+#             word's idf on a 0-1 scale: a word only one entry holds adds about this much)
+#   silence   the relevance the intent's best match must reach for anything to be matched at all: an
+#             off-topic intent gets the always-on entries, and those of the scopes it names, only
+#   rare_word a word's idf (the same 0-1 scale) from which an entry that shares it with the intent is a
+#             candidate whatever its cosine (1: only words no other entry holds; above 1: never)
 #   scope_merge   cosine between two scope phrases from which compact's report suggests merging
 #                 scopes whose names differ (it merges only names that are the same after normalisation)
 # `ask` and `mention` are fitted by scripts/fit_judge.py on the dev split of the labeled pairs and
-# stream stores in tests/eval, the rest on the dev split of its recall set; `python3 dev.py eval`
-# reports the held-out split.
+# stream stores in tests/eval, the recall bars (cutoffs, band, lexical, rare_word, silence) by
+# scripts/fit_recall.py on the dev split of its recall set; `python3 dev.py eval` reports the
+# held-out split. `lexical` fitted to 0 where adding the words to every relevance cost PrefEval more
+# than it bought on the labeled set (bench/RESULTS.md#quality).
 THRESHOLD_NAMES = ("candidate", "dedup", "ask", "mention", "scope", "scope_merge", "learning_cutoff", "issue_cutoff",
-                   "band")
+                   "band", "lexical", "rare_word", "silence")
 RETIRED_THRESHOLDS = ("grey", "conflict")  # read in a config file without complaint, and not used
 DEFAULT_THRESHOLDS: dict[str, dict[str, float]] = {
     "hashing": {
         "candidate": 0.25, "dedup": 0.66, "ask": 0.65, "mention": 0.20, "scope": 0.45, "scope_merge": 0.90,
-        "learning_cutoff": 0.20, "issue_cutoff": 0.20, "band": 0.15,
+        "learning_cutoff": 0.20, "issue_cutoff": 0.20, "band": 0.14, "lexical": 0.0, "rare_word": 1.0,
+        "silence": 0.22,
     },
     # The token table distilled from all-MiniLM-L6-v2 (the default backend).
     "static": {
         "candidate": 0.30, "dedup": 0.55, "ask": 0.75, "mention": 0.15, "scope": 0.50, "scope_merge": 0.90,
-        "learning_cutoff": 0.28, "issue_cutoff": 0.28, "band": 0.10,
+        "learning_cutoff": 0.28, "issue_cutoff": 0.25, "band": 0.10, "lexical": 0.0, "rare_word": 1.0,
+        "silence": 0.34,
     },
     # all-MiniLM-L6-v2
     "sentence-transformers": {
         "candidate": 0.25, "dedup": 0.50, "ask": 0.80, "mention": 0.22, "scope": 0.40, "scope_merge": 0.90,
-        "learning_cutoff": 0.25, "issue_cutoff": 0.25, "band": 0.12,
+        "learning_cutoff": 0.25, "issue_cutoff": 0.22, "band": 0.10, "lexical": 0.0, "rare_word": 1.0,
+        "silence": 0.30,
     },
 }
 

@@ -17,6 +17,7 @@ import numpy as np
 from ..format.entry import Entry, id_key
 from ..format.ids import claimed_numbers
 from ..format.layout import scope_key
+from ..semantics.lexical import postings
 
 COLUMNS = ("recurrence", "last_seen", "scope", "id_key", "always")
 
@@ -32,14 +33,25 @@ class FileRows:
         self.stamp, self.scopes, self.phrases, self.sums, self.columns = stamp, scopes, phrases, sums, columns
         self.top, self.warning, self.vectors = top, warning, vectors
         self._entries, self._raw = entries, raw
+        self._words: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
         self.n = columns.shape[1]
 
     @property
     def entries(self) -> list[Entry]:
         if self._entries is None:
-            self._entries = [Entry(*row[:10], tuple(row[10]), row[11], tuple(row[12]))
-                             for row in json.loads(zlib.decompress(self._raw))]
+            self._entries = self._decode()
         return self._entries
+
+    def _decode(self) -> list[Entry]:
+        return [Entry(*row[:10], tuple(row[10]), row[11], tuple(row[12])) for row in json.loads(zlib.decompress(self._raw))]
+
+    def words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Its entries' content words, body and scope (`lexical.postings`): read once per version of
+        the file, like its vectors, and without keeping the entries decoded for it."""
+        if self._words is None:
+            entries = self._entries if self._entries is not None else self._decode()
+            self._words = postings([f"{e.body}\n{e.scope}" for e in entries])
+        return self._words
 
     def text(self) -> bytes:
         """The entries as compressed UTF-8 JSON (what index.sqlite keeps)."""

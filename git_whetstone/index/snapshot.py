@@ -13,6 +13,8 @@ from collections.abc import Callable, Iterator, Mapping, Sequence
 import numpy as np
 
 from ..format.entry import id_key, key_id
+from ..semantics.lexical import Lexicon
+from ..semantics.words import name_words
 from .rows import FileRows
 
 
@@ -82,6 +84,8 @@ class Snapshot:
         self.db = None                   # and its open index.sqlite
         self.db_inode = 0
         self._derived: dict[str, np.ndarray] = {}
+        self._lexicon: Lexicon | None = None
+        self._scope_words: dict[str, list[tuple[int, frozenset[str]]]] | None = None
 
     def _scopes(self, paths: list[str]) -> None:
         """The scopes every file names, numbered in the order files name them; each row's scope;
@@ -198,6 +202,30 @@ class Snapshot:
         closer of its phrase and its centroid: scopes × queries)."""
         scopes = np.maximum(self.centroids @ queries.T, self.phrases @ queries.T)
         return self.vectors @ queries.T, scopes
+
+    def lexicon(self) -> Lexicon:
+        """BM25 over every row's words (body and scope), made on first use from its files' postings,
+        which outlive the snapshot as long as their file does not change."""
+        if self._lexicon is None:
+            parts = [rows.words() for rows in self.rows]
+            if parts:
+                rows = np.concatenate([p[0] + start for p, start in zip(parts, self.starts.tolist())])
+                terms, counts = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
+            else:
+                rows, terms, counts = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+            self._lexicon = Lexicon(self.size, rows, terms, counts)
+        return self._lexicon
+
+    def scopes_named(self, words: set[str]) -> list[int]:
+        """The scopes whose every name word (`words.name_words`: stemmed, any order) is in `words`."""
+        if self._scope_words is None:
+            by_word: dict[str, list[tuple[int, frozenset[str]]]] = {}
+            for at, (_, _, display) in enumerate(self.scopes):
+                name = frozenset(name_words(display))
+                if name:
+                    by_word.setdefault(min(name), []).append((at, name))
+            self._scope_words = by_word
+        return [at for word in words for at, name in self._scope_words.get(word, ()) if name <= words]
 
     def derived(self, name: str, make: Callable[[], np.ndarray]) -> np.ndarray:
         """`make()`, kept under `name` for this snapshot's life: a long-lived process recalls many

@@ -3,7 +3,10 @@
 Recipe: embed the intent and each of its clauses. An entry's relevance to a clause mixes how close
 its scope is (the scope's phrase or centroid) with how close its own text is;
 the scope counts more, because a task names what it touches ("a revenue table") far more often
-than it restates a rule. An entry is returned when its relevance clears the cutoff for its kind
+than it restates a rule. The words the entry shares with the clause are added (BM25 over body and
+scope, `semantics.lexical`: a word few entries hold counts much, a common one little). Whatever
+its cosine, an entry is a candidate when the intent names its scope (every word of the name, in
+any order) or shares rare words with it (`rare_word`). Otherwise it is returned when its relevance clears the cutoff for its kind
 (issues have the lower one) and lies within `band` of the best match for one of the clauses: the
 band adapts to how well the intent matches this store at all, where a fixed cutoff would return a
 dozen loose matches for a vague intent and nothing for a precise one. A clause's own floor lies at
@@ -19,7 +22,9 @@ matched. An intent that matches nothing gets the always-on entries and nothing e
 with no always-on entry falls back to its single nearest issue (or strongest learning), flagged
 `fallback`. `other_scopes` maps each scope that contributed nothing to its entry count, nearest
 first, so the agent sees what the intent missed and can fetch a scope by name (`scopes`).
-The mix, cutoffs and band were fitted per backend on the labeled set in tests/eval.
+The cutoffs, band and the words' weight and bar were fitted per backend on the dev split of the
+labeled set in tests/eval (scripts/fit_recall.py), so that an off-topic intent gets the always-on
+entries and nothing else.
 """
 from __future__ import annotations
 
@@ -38,7 +43,8 @@ from ..base.progress import Progress
 from ..format.entry import differs
 from ..index.snapshot import Snapshot
 from ..semantics.judge import CONTRADICTS, LIKELY, SAME, judge, may_oppose, read
-from ..semantics.words import content_words
+from ..semantics.lexical import query_terms
+from ..semantics.words import content_words, name_words
 from ..store import events
 from ..store.store import close_skills
 from ..store.weight import weights
@@ -146,8 +152,9 @@ def recall(skill: str, intent: str, learnings_k: int | None = None, scopes: list
         result["warnings"] += [w if origin == "skill" else f"{GLOBAL}: {w}" for w in said]
     live = [(origin, snap) for origin, snap in snaps if snap.count]
     if live:
-        queries = ws.embedder.embed(clauses(intent))
-        layers = [Layer(origin, snap, queries, day, config, named) for origin, snap in live]
+        parts = clauses(intent)
+        queries = ws.embedder.embed(parts)
+        layers = [Layer(origin, snap, queries, day, config, named, parts) for origin, snap in live]
         ranked = _rank(layers, k, config)
         result.update(learnings=ranked.learnings, issues=ranked.issues, conflicts=ranked.conflicts,
                       fallback=ranked.fallback, omitted=ranked.omitted, other_scopes=ranked.other_scopes)
@@ -171,10 +178,12 @@ def _floor(best: np.ndarray, band: float) -> np.ndarray:
 class Layer:
     """One store's scores for an intent: the skill's own store, or the global layer. Every row is
     scored: its relevance to each clause (rows × clauses) mixes its scope's likeness to the clause
-    (the closer of the scope's phrase and centroid) with its own text's."""
+    (the closer of the scope's phrase and centroid) with its own text's, and adds the words it
+    shares with the clause (BM25, `lexical`): a rare word shared counts whatever the cosine. The
+    entries of a scope the intent names (every word of its name, in any order) are hits."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
-                 config: Config, named: list[str] = ()) -> None:
+                 config: Config, named: list[str] = (), texts: list[str] = ()) -> None:
         self.origin, self.snap, self.queries = origin, snap, queries
         self.day, self.config = day, config
         # per row, and kept while the snapshot does not change (`Snapshot.derived`)
@@ -191,9 +200,22 @@ class Layer:
         text, self.scope_level = snap.score(queries)
         self.scope_relevance = self.scope_level.max(axis=1) if len(self.scope_level) else np.zeros(0)
         self.per_clause = SCOPE_SHARE * self.scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * text
+        # the words each row shares with each clause (BM25) add to its relevance; a word few rows
+        # hold, shared with the intent, makes a row a candidate
+        rare = np.zeros(snap.size, bool)
+        if texts:
+            lexicon, weight, bar = snap.lexicon(), config.threshold("lexical"), config.threshold("rare_word")
+            for at, clause in enumerate(texts if weight else texts[:1]):  # the intent: its rare words
+                for idf, rows, share in lexicon.matches(query_terms(clause)):
+                    self.per_clause[rows, at] += weight * share
+                    if at == 0 and idf >= bar:
+                        rare[rows] = True
         self.relevance = self.per_clause.max(axis=1) if len(queries) else np.zeros(snap.size)
-        self.learn_hit = self.learning & (self.relevance >= config.threshold("learning_cutoff"))
-        self.issue_hit = self.issue & (self.relevance >= config.threshold("issue_cutoff"))
+        spoken = snap.scopes_named(set(name_words(texts[0]))) if texts else []
+        # hits whatever their cosine: the entries of a scope the intent names, and those sharing a rare word
+        self.spoken = (np.isin(snap.scope_of, spoken) | rare) & scoped
+        self.learn_hit = self.learning & ((self.relevance >= config.threshold("learning_cutoff")) | self.spoken)
+        self.issue_hit = self.issue & ((self.relevance >= config.threshold("issue_cutoff")) | self.spoken)
 
     def weight_of(self, rows) -> np.ndarray:
         """The weight of each of `rows` today (0 for an issue)."""
@@ -213,7 +235,7 @@ class Layer:
         """Only entries within the band of the best match for some clause stay hits: each part of
         a many-sided intent brings its own best matches, not just the part that matched best.
         Entries of the scopes the caller named are returned on their own, after these."""
-        kept = (self.per_clause >= floor).any(axis=1) & ~self.named
+        kept = ((self.per_clause >= floor).any(axis=1) | self.spoken) & ~self.named
         self.learn_hit &= kept
         self.issue_hit &= kept
 
@@ -303,6 +325,10 @@ def _rank(layers: list[Layer], k: int, config: Config) -> Ranked:
     skill = layers[0] if layers[0].origin == "skill" else None
     band = config.threshold("band")
     best = np.max([layer.best() for layer in layers], axis=0)
+    if best.max() < config.threshold("silence"):  # nothing fits the intent well: no match, only what it names
+        for layer in layers:
+            layer.learn_hit &= layer.spoken
+            layer.issue_hit &= layer.spoken
     floor = _floor(best, band)  # each clause's own best matches count
     # and a clause whose best match barely clears the cutoff ("symbols") brings no matches of its own
     floor[1:][best[1:] < config.threshold("learning_cutoff") + band] = np.inf

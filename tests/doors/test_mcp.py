@@ -262,6 +262,26 @@ def test_recall_matches_the_cli_json(served: Served) -> None:
     assert len(from_mcp[1]["learnings"]) == 1 and from_mcp[1]["omitted"]["learnings"] == 1
 
 
+def test_recall_finds_words_named_scopes_and_keeps_quiet(served: Served) -> None:
+    """Issue 41's four kinds of miss, on the default backend, through the MCP tool and the CLI: a
+    rare word shared (negative amounts; a feature's date), scopes named in a list, and an intent of
+    the skill's domain that no rule is about (only the always-on rule comes back)."""
+    from ..ops.test_recall_words import ASKS, check, fill
+
+    def one(skill: str, polarity: str, body: str, scope: str, always: bool) -> None:
+        said = dict(skill=f"words-{skill}", polarity=polarity, body=body, scope=scope, provenance="said so",
+                    always=always)
+        if served.call("capture", **said)["status"] == "needs_confirmation":  # both hold
+            served.call("capture", **said, confirm="new")
+    fill(one)
+    printed = in_parallel(*(["--json", "recall", f"words-{skill}", intent] for skill, intent, _ in ASKS),
+                          env=served.env)
+    for (skill, intent, wanted), proc in zip(ASKS, printed):
+        check(skill, intent, wanted, served.call("recall", skill=f"words-{skill}", intent=intent))
+        assert proc.returncode == 0, proc.stderr
+        check(skill, intent, wanted, json.loads(proc.stdout))
+
+
 def test_bad_arguments_are_tool_errors_with_the_cli_message(served: Served) -> None:
     """A refused call is an MCP tool error with the CLI's one-line message; the server carries on."""
     skill = "refusals"

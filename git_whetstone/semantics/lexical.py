@@ -1,0 +1,82 @@
+"""Lexical matching beside the embedding (SPEC §5): BM25 over each rule's words.
+
+A cosine misses a rule whose one telling word ("negative", "delivery dates") is drowned by the rest
+of a long intent; a word the intent shares with few rules is strong evidence whatever the cosine.
+Each rule is read as its content words (`words.content_words`: normalised, stopwords out, lightly
+stemmed) from its body and scope, and scored against a query's words with Okapi BM25. The idf is
+put on a 0-1 scale (a word only one rule holds scores about 1, a word every rule holds about 0), so a
+score means the same in a store of 40 rules and of 40,000 and can be added to a cosine.
+
+`postings` reads a batch of texts once (a scope file's); `Lexicon` joins the postings of many
+(a snapshot's rows) and scores queries against them with a few binary searches.
+"""
+from __future__ import annotations
+
+from collections import Counter
+
+import numpy as np
+
+from .words import content_words
+
+K1 = 1.2   # BM25's term-frequency saturation
+B = 0.75   # and its length normalisation
+# Every word this process has met in a rule, numbered: postings hold numbers, not strings. It only
+# grows, by the vocabulary of the stores read (a query's unknown words are not added).
+VOCAB: dict[str, int] = {}
+
+
+def postings(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Each text's distinct content words: (text number, word number, count), one row per pair."""
+    rows, terms, counts = [], [], []
+    for at, text in enumerate(texts):
+        for word, n in Counter(content_words(text)).items():
+            number = VOCAB.get(word)
+            if number is None:
+                number = VOCAB[word] = len(VOCAB)
+            rows.append(at)
+            terms.append(number)
+            counts.append(n)
+    return np.array(rows, np.int64), np.array(terms, np.int64), np.array(counts, np.float32)
+
+
+def query_terms(text: str) -> np.ndarray:
+    """The distinct content words of a query that some rule read so far holds, as numbers."""
+    known = {VOCAB[w] for w in content_words(text) if w in VOCAB}
+    return np.array(sorted(known), np.int64)
+
+
+class Lexicon:
+    """BM25 over `size` documents given their postings (document, word, count)."""
+
+    def __init__(self, size: int, rows: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
+        order = np.argsort(terms, kind="stable")
+        self.size = size
+        self.terms, self.rows, self.counts = terms[order], rows[order], counts[order]
+        length = np.bincount(rows, weights=counts, minlength=size)
+        mean = float(length.mean()) if size and length.any() else 1.0
+        self.norm = (K1 * (1 - B + B * length / mean)).astype(np.float32)  # per document
+        # the idf of a word only one document holds: the top of the 0-1 scale
+        self.top_idf = float(np.log1p((size - 0.5) / 1.5)) if size > 1 else 1.0
+
+    def idf(self, df: int | np.ndarray):
+        """How telling a word held by `df` of the documents is, 0-1 (Lucene's idf over its top)."""
+        return np.log1p((self.size - df + 0.5) / (df + 0.5)) / self.top_idf
+
+    def matches(self, query: np.ndarray) -> list[tuple[float, np.ndarray, np.ndarray]]:
+        """Per word of `query` some document holds: its idf, the documents that hold it and its share
+        of their BM25 score."""
+        lo = np.searchsorted(self.terms, query, "left")
+        hi = np.searchsorted(self.terms, query, "right")
+        out = []
+        for start, end in zip(lo.tolist(), hi.tolist()):
+            if end > start:
+                rows, tf, idf = self.rows[start:end], self.counts[start:end], float(self.idf(end - start))
+                out.append((idf, rows, idf * tf * (K1 + 1) / (tf + self.norm[rows])))
+        return out
+
+    def scores(self, query: np.ndarray) -> np.ndarray:
+        """Each document's BM25 score for `query` (word numbers), on the 0-1 idf scale."""
+        out = np.zeros(self.size, np.float32)
+        for _, rows, share in self.matches(query):
+            out[rows] += share
+        return out
