@@ -183,7 +183,7 @@ def test_the_mark_travels_with_a_rule_through_packs_the_global_layer_and_compact
     changes = compact(SKILL)["changes"]
     assert sorted(c.split(" (")[0] for c in changes if c.startswith("retire")) == ["retire L1", "retire L2", "retire L3"]
     # the global layer: a rule for every task of every skill
-    promote(SKILL, "L4")  # "End every statement with a semicolon." (always)
+    promote(SKILL, "L4", always=True)  # "End every statement with a semicolon." (always; it holds for every skill)
     elsewhere = recall("another-skill", "Plan a trip to Rome")
     assert [(e["rule"], e["origin"], e["always"]) for e in elsewhere["learnings"]] == [
         ("End every statement with a semicolon.", "global", True)]
@@ -205,7 +205,7 @@ def test_an_import_or_a_promote_that_meets_the_rule_unmarked_marks_it(store: Pat
     assert import_pack("sql-copy", str(pack))["status"] == "unchanged"  # idempotent
     # the global layer already holds the rule, unmarked; the skill's marked copy is promoted into it
     capture("__global__", "learning", "End every statement with a semicolon.", "statement endings")
-    promote(SKILL, "L4")
+    promote(SKILL, "L4", always=True)
     elsewhere = recall("another-skill", "Plan a trip to Rome")
     assert [(e["rule"], e["always"]) for e in elsewhere["learnings"]] == [("End every statement with a semicolon.", True)]
 
