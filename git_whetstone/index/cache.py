@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import sqlite3
+from collections.abc import Iterator
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,8 @@ CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, war
 CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors(backend, hash);
 """
-_SELECT = "SELECT path, stamp, warning, entries, scopes, columns, vectors, phrases, sums, top FROM files"
+# a file's record without its entries' vectors (the bulk of it), which are read apart (`stored_vectors`)
+_SELECT = "SELECT path, stamp, warning, entries, scopes, columns, phrases, sums, top FROM files"
 
 
 class Unusable(Exception):
@@ -91,16 +93,30 @@ def connect(root: Path) -> sqlite3.Connection:
 
 
 def load(db: sqlite3.Connection, identity: str, dim: int) -> dict[str, FileRows]:
-    """Every file this backend's records hold, by path (the caller compares their stamps)."""
+    """Every file this backend's records hold, by path (the caller compares their stamps), without
+    their entries' vectors: a snapshot reads those straight into its matrix (`stored_vectors`), so
+    the blobs and the matrix never are in memory together."""
     return {record[0]: _rows(record, dim) for record in db.execute(f"{_SELECT} WHERE backend=?", (identity,))}
 
 
-def _rows(record: tuple, dim: int) -> FileRows:
-    _, stamp, warning, entries, scopes, columns, vectors, phrases, sums, top = record
-    matrix = [np.frombuffer(blob, np.float32).reshape(-1, dim) for blob in (phrases, sums, vectors)]
-    return FileRows(stamp, [tuple(s) for s in json.loads(scopes)], matrix[0], matrix[1],
+def stored_vectors(db: sqlite3.Connection, identity: str) -> Iterator[tuple[str, bytes]]:
+    """Each file's entry vectors as this backend's record holds them (float32 rows), by path, one
+    file at a time; the query runs when the first one is asked for."""
+    yield from db.execute("SELECT path, vectors FROM files WHERE backend=?", (identity,))
+
+
+def file_vectors(db: sqlite3.Connection, identity: str, path: str, dim: int) -> np.ndarray:
+    """The entry vectors this backend's record of `path` holds."""
+    blob = db.execute("SELECT vectors FROM files WHERE backend=? AND path=?", (identity, path)).fetchone()[0]
+    return np.frombuffer(blob, np.float32).reshape(-1, dim)
+
+
+def _rows(record: tuple, dim: int, vectors: bytes | None = None) -> FileRows:
+    _, stamp, warning, entries, scopes, columns, phrases, sums, top = record
+    return FileRows(stamp, [tuple(s) for s in json.loads(scopes)], np.frombuffer(phrases, np.float32).reshape(-1, dim),
+                    np.frombuffer(sums, np.float32).reshape(-1, dim),
                     np.frombuffer(columns, np.int64).reshape(len(COLUMNS), -1), json.loads(top), warning, raw=entries,
-                    vectors=matrix[2])
+                    vectors=None if vectors is None else np.frombuffer(vectors, np.float32).reshape(-1, dim))
 
 
 def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]:
@@ -141,11 +157,11 @@ def _keep_foreign(db: sqlite3.Connection, identity: str, paths: list[str]) -> No
     from .rows import text_hashes
     for i in range(0, len(paths), 500):
         chunk = paths[i:i + 500]
-        for record in db.execute(f"{_SELECT.replace('SELECT path', 'SELECT backend, path')} WHERE backend!=? AND path "
-                                 f"IN ({','.join('?' * len(chunk))})", (identity, *chunk)):
-            backend, record = record[0], record[1:]
-            dim = len(record[7]) // 4 // max(1, len(json.loads(record[4])))
-            rows = _rows(record, dim)
+        for record in db.execute(f"{_SELECT.replace('SELECT path', 'SELECT backend, vectors, path')} WHERE "
+                                 f"backend!=? AND path IN ({','.join('?' * len(chunk))})", (identity, *chunk)):
+            backend, vectors, record = record[0], record[1], record[2:]
+            dim = len(record[6]) // 4 // max(1, len(json.loads(record[4])))
+            rows = _rows(record, dim, vectors)
             texts = [e.body for e in rows.entries] + [display for _, _, display in rows.scopes]
             vectors = [*rows.vectors, *rows.phrases]
             db.executemany("INSERT OR IGNORE INTO vectors VALUES(?,?,?)",

@@ -154,6 +154,7 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
         db, notice = _open(store, cached)
     try:
         if cached is None:
+            db.execute("BEGIN")  # the records and the vectors read into the snapshot below: one version of them
             records = cache.load(db, embedder.identity, embedder.dim)
             files = {path: rows for path, rows in records.items() if stamps.get(path) == rows.stamp}
             moved, warned = True, {path for path, rows in files.items() if rows.warning}
@@ -176,16 +177,21 @@ def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: S
             if cached is not None and path in cached.files:
                 before.update(texts_of(cached.files[path].entries, cached.file_vectors(path), cached.files[path]))
             elif path in records:
-                before.update(texts_of(records[path].entries, records[path].vectors, records[path]))
+                vectors = cache.file_vectors(db, embedder.identity, path, embedder.dim)
+                before.update(texts_of(records[path].entries, vectors, records[path]))
         read = _read(store, embedder, db, changed, stamps, before, progress)
         kept = {text for rows in read.values() for text in texts_of(rows.entries, rows.vectors, rows)}
         left = {h: before[text] for text, h in zip(before, text_hashes(list(before))) if text not in kept}
-        if read or removed:
-            cache.save(db, embedder.identity, removed, read, left)
         if cached is None:
-            snap = Snapshot(embedder.dim, {**{p: r for p, r in files.items() if p not in read}, **read})
+            snap = Snapshot(embedder.dim, {**{p: r for p, r in files.items() if p not in read}, **read},
+                            stored=cache.stored_vectors(db, embedder.identity))
+            db.execute("COMMIT")
         else:
             snap = cached.changed(removed, read)
+        if read or removed:
+            cache.save(db, embedder.identity, removed, read, left)
+        for rows in read.values():
+            rows.vectors = None  # saved, and the matrix holds them
         snap.stamps, snap.notice = stamps, notice or (cached.notice if cached is not None else None)
         if cached is not None and notice is None:  # a long-lived process keeps its connection
             snap.db, snap.db_inode = db, os.stat(store.path / "index.sqlite").st_ino

@@ -23,9 +23,10 @@ COLUMNS = ("recurrence", "last_seen", "scope", "id_key", "always")
 
 
 class FileRows:
-    """One scope file as the index holds it. `vectors` (its entries' body vectors) is held until a
-    snapshot has copied them into its matrix; `phrases` are its scopes' phrase vectors, `sums` the
-    sums of each scope's entry vectors (a snapshot adds them up into centroids)."""
+    """One scope file as the index holds it. `vectors` (its entries' body vectors) is held by a file
+    just read, until it is saved and a snapshot has copied them into its matrix (a file loaded from
+    index.sqlite has none: they go from there straight into the matrix); `phrases` are its scopes'
+    phrase vectors, `sums` the sums of each scope's entry vectors (a snapshot adds them up into centroids)."""
 
     def __init__(self, stamp: str, scopes: list[tuple[str, str, str]], phrases: np.ndarray, sums: np.ndarray,
                  columns: np.ndarray, top: dict[str, int], warning: str | None = None, *,

@@ -8,7 +8,7 @@ vectors). A row whose id an earlier file already claims is kept but not `alive`,
 """
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
 
@@ -57,9 +57,11 @@ class _Ids(Mapping):
 class Snapshot:
     """Everything recall and capture need, as arrays over rows; `files` maps each path to its rows."""
 
-    def __init__(self, dim: int, files: dict[str, FileRows], vectors: dict[str, np.ndarray] | None = None) -> None:
+    def __init__(self, dim: int, files: dict[str, FileRows], vectors: dict[str, np.ndarray] | None = None,
+                 stored: Iterable[tuple[str, bytes]] = ()) -> None:
         """The snapshot of `files` (any order: kept in path order). Each file's entry vectors are
-        its `vectors`, or `vectors[path]`; they are copied into one matrix."""
+        `vectors[path]`, else its `vectors`, else the float32 blob `stored` gives for its path
+        (index.sqlite's, read one at a time); they are copied into one matrix."""
         self.dim = dim
         paths = sorted(files)
         self.files = {path: files[path] for path in paths}
@@ -69,9 +71,20 @@ class Snapshot:
         self.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         self.size = int(counts.sum())
         self.vectors = np.empty((self.size, dim), np.float32)
+        empty = set()
         for path, rows, start, n in zip(paths, self.rows, self.starts.tolist(), counts.tolist()):
-            self.vectors[start:start + n] = rows.vectors if vectors is None or path not in vectors else vectors[path]
-            rows.vectors = None  # the matrix holds them now: a file's buffer goes as soon as it is copied
+            given = vectors[path] if vectors is not None and path in vectors else rows.vectors
+            if given is None:
+                empty.add(path)
+            else:
+                self.vectors[start:start + n] = given
+        if empty:
+            for path, blob in stored:
+                if path in empty:
+                    empty.remove(path)
+                    self.vectors[self.file_rows_of(path)] = np.frombuffer(blob, np.float32).reshape(-1, dim)
+        if empty:
+            raise ValueError(f"no vectors for {len(empty)} files, such as {min(empty)}")
         columns = np.concatenate([rows.columns for rows in self.rows], axis=1) if self.rows else np.zeros((5, 0), np.int64)
         self.recurrence, self.last_seen, _, self.id_key, always = columns
         self.always = always != 0
@@ -188,10 +201,14 @@ class Snapshot:
         """The files read with a warning, or holding a duplicate id: read again when HEAD moves."""
         return {path for path, rows in self.files.items() if rows.warning} | set(self.duplicates)
 
+    def file_rows_of(self, path: str) -> slice:
+        """Where one file's entries are among the rows."""
+        start = int(self.starts[self._at[path]])
+        return slice(start, start + self.files[path].n)
+
     def file_vectors(self, path: str) -> np.ndarray:
         """The rows of one file's entries in `vectors`."""
-        start = int(self.starts[self._at[path]])
-        return self.vectors[start:start + self.files[path].n]
+        return self.vectors[self.file_rows_of(path)]
 
     def similarities(self, vector: np.ndarray) -> np.ndarray:
         """Each row's cosine to `vector` (rows are unit vectors), dead rows -1."""
