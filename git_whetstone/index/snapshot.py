@@ -229,7 +229,7 @@ class Snapshot:
                 rows = np.concatenate([p[0] + start for p, start in zip(parts, self.starts.tolist())])
                 terms, counts = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
             else:
-                rows, terms, counts = np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.float32)
+                rows, terms, counts = np.zeros(0, np.int32), np.zeros(0, np.int32), np.zeros(0, np.float32)
             self._lexicon = Lexicon(self.size, rows, terms, counts)
         return self._lexicon
 

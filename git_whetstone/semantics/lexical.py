@@ -36,13 +36,13 @@ def postings(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
             rows.append(at)
             terms.append(number)
             counts.append(n)
-    return np.array(rows, np.int64), np.array(terms, np.int64), np.array(counts, np.float32)
+    return np.array(rows, np.int32), np.array(terms, np.int32), np.array(counts, np.float32)  # 32 bits: half the memory
 
 
 def query_terms(text: str) -> np.ndarray:
     """The distinct content words of a query that some rule read so far holds, as numbers."""
     known = {VOCAB[w] for w in content_words(text) if w in VOCAB}
-    return np.array(sorted(known), np.int64)
+    return np.array(sorted(known), np.int32)
 
 
 class Lexicon:
