@@ -41,7 +41,7 @@ from .capture import HOST, Decide, host_contradiction, verdict_of
 from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from ..workspace import Workspace
-from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, promote_call,
+from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, offer_promotion,
                      promotion_declined, reinforce, reword, soften)
 
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
@@ -208,13 +208,7 @@ def _fold(ctx: Context, entry: Entry, target: Entry) -> Outcome:
                _changed(ctx, [(entry, _gone), (target, reinforced)]))
     outcome = Outcome("committed", target.id, count, f"Whetstone folded {entry.id} into {target.id} "
                       f"({target.scope}) and reinforced it to recurrence {count}.", {"removed_id": entry.id})
-    threshold = ctx.config.promotion_threshold
-    if target.recurrence < threshold <= count and not promotion_declined(target):
-        outcome.extra["promotion"] = {"entry_id": target.id, "recurrence": count, "prompt": (
-            f"{target.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
-            f"issue: {promote_call(target.id, 'yes')} promotes it; {promote_call(target.id, 'no')} records the "
-            f"answer so this is not asked again.")}
-    return outcome
+    return offer_promotion(outcome, target, count, ctx.config.promotion_threshold)
 
 
 def _gone(block: blocks.Block) -> None:

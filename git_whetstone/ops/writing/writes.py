@@ -82,11 +82,16 @@ def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: s
                       f"{' and reworded it' if body is not None else ''}"
                       f"{' and marked it for every task' if marked else ''}: "
                       f"{blocks.derive_title(body or old.body)}")
-    threshold = ctx.config.promotion_threshold
-    if old.recurrence < threshold <= count and not promotion_declined(old):
-        outcome.extra["promotion"] = {"entry_id": old.id, "recurrence": count, "prompt": (
-            f"{old.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
-            f"issue: {promote_call(old.id, 'yes')} promotes it; {promote_call(old.id, 'no')} records the answer "
+    return offer_promotion(outcome, old, count, ctx.config.promotion_threshold)
+
+
+def offer_promotion(outcome: Outcome, entry: Entry, count: int, threshold: int) -> Outcome:
+    """`outcome` with the question whether `entry` should become a mandatory issue, once its
+    recurrence crosses `threshold` (reaching `count`) and the answer was not already no."""
+    if entry.recurrence < threshold <= count and not promotion_declined(entry):
+        outcome.extra["promotion"] = {"entry_id": entry.id, "recurrence": count, "prompt": (
+            f"{entry.id} has now been asked for {count} times. Ask the user whether it should become a mandatory "
+            f"issue: {promote_call(entry.id, 'yes')} promotes it; {promote_call(entry.id, 'no')} records the answer "
             f"so this is not asked again.")}
     return outcome
 
