@@ -17,7 +17,7 @@ import numpy as np
 from ..format.entry import Entry, id_key
 from ..format.ids import claimed_numbers
 from ..format.layout import scope_key
-from ..semantics.lexical import postings
+from ..semantics.lexical import Postings, from_portable, portable, postings
 
 COLUMNS = ("recurrence", "last_seen", "scope", "id_key", "always")
 
@@ -30,11 +30,12 @@ class FileRows:
 
     def __init__(self, stamp: str, scopes: list[tuple[str, str, str]], phrases: np.ndarray, sums: np.ndarray,
                  columns: np.ndarray, top: dict[str, int], warning: str | None = None, *,
-                 entries: list[Entry] | None = None, raw: bytes | None = None, vectors: np.ndarray | None = None) -> None:
+                 entries: list[Entry] | None = None, raw: bytes | None = None, vectors: np.ndarray | None = None,
+                 words: tuple[bytes, bytes] | None = None) -> None:
         self.stamp, self.scopes, self.phrases, self.sums, self.columns = stamp, scopes, phrases, sums, columns
         self.top, self.warning, self.vectors = top, warning, vectors
         self._entries, self._raw = entries, raw
-        self._words: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None
+        self._stored_words = words
         self.n = columns.shape[1]
 
     @property
@@ -46,13 +47,17 @@ class FileRows:
     def _decode(self) -> list[Entry]:
         return [Entry(*row[:10], tuple(row[10]), row[11], tuple(row[12])) for row in json.loads(zlib.decompress(self._raw))]
 
-    def words(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    def words(self) -> Postings:
         """Its entries' content words, body and scope (`lexical.postings`): read once per version of
-        the file, like its vectors, and without keeping the entries decoded for it."""
-        if self._words is None:
+        the file, like its vectors, and kept in index.sqlite beside them."""
+        return from_portable(*self.stored_words())
+
+    def stored_words(self) -> tuple[bytes, bytes]:
+        """`words()` as index.sqlite keeps them (`lexical.portable`), made once per version of the file."""
+        if self._stored_words is None:
             entries = self._entries if self._entries is not None else self._decode()
-            self._words = postings([f"{e.body}\n{e.scope}" for e in entries])
-        return self._words
+            self._stored_words = portable(postings([f"{e.body}\n{e.scope}" for e in entries]))
+        return self._stored_words
 
     def text(self) -> bytes:
         """The entries as compressed UTF-8 JSON (what index.sqlite keeps)."""

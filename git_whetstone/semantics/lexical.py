@@ -7,12 +7,14 @@ stemmed) from its body and scope, and scored against a query's words with Okapi 
 put on a 0-1 scale (a word only one rule holds scores about 1, a word every rule holds about 0), so a
 score means the same in a store of 40 rules and of 40,000 and can be added to a cosine.
 
-`postings` reads a batch of texts once (a scope file's); `Lexicon` joins the postings of many
-(a snapshot's rows) and scores queries against them with a few binary searches.
+`postings` reads a batch of texts once (a scope file's) into word numbers: hashes, so there is no
+vocabulary to keep and index.sqlite holds them as they are (`portable`). `Lexicon` joins the postings
+of many (a snapshot's rows) and scores queries against them with a few binary searches.
 """
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -20,36 +22,53 @@ from .words import content_words
 
 K1 = 1.2   # BM25's term-frequency saturation
 B = 0.75   # and its length normalisation
-# Every word this process has met in a rule, numbered: postings hold numbers, not strings. It only
-# grows, by the vocabulary of the stores read (a query's unknown words are not added).
-VOCAB: dict[str, int] = {}
+
+Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def postings(texts: list[str]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def numbers(words: Iterable[str]) -> list[int]:
+    """Each word as a number every process and every store agrees on: 64 bits of its BLAKE2 hash
+    (two of a store's words sharing one is about as likely as a one in 10^10 draw)."""
+    from hashlib import blake2b  # here: a process that reads no new words (a recall from the index) never loads it
+    return [int.from_bytes(blake2b(w.encode(), digest_size=8).digest(), "little", signed=True) for w in words]
+
+
+def postings(texts: list[str]) -> Postings:
     """Each text's distinct content words: (text number, word number, count), one row per pair."""
-    rows, terms, counts = [], [], []
+    rows, found, counts = [], [], []
     for at, text in enumerate(texts):
         for word, n in Counter(content_words(text)).items():
-            number = VOCAB.get(word)
-            if number is None:
-                number = VOCAB[word] = len(VOCAB)
             rows.append(at)
-            terms.append(number)
+            found.append(word)
             counts.append(n)
-    return np.array(rows, np.int32), np.array(terms, np.int32), np.array(counts, np.float32)  # 32 bits: half the memory
+    distinct = list(dict.fromkeys(found))
+    number = dict(zip(distinct, numbers(distinct)))
+    return np.array(rows, np.int32), np.array([number[w] for w in found], np.int64), np.array(counts, np.float32)
+
+
+def portable(found: Postings) -> tuple[bytes, bytes]:
+    """Postings as index.sqlite keeps them: the word numbers, and the text numbers with the counts."""
+    rows, terms, counts = found
+    return terms.tobytes(), rows.tobytes() + counts.astype(np.float32).tobytes()
+
+
+def from_portable(terms: bytes, record: bytes) -> Postings:
+    """The postings `portable` wrote, read in place (no copy)."""
+    half = len(record) // 2
+    return (np.frombuffer(record, np.int32, half // 4), np.frombuffer(terms, np.int64),
+            np.frombuffer(record, np.float32, half // 4, half))
 
 
 def query_terms(text: str) -> np.ndarray:
-    """The distinct content words of a query that some rule read so far holds, as numbers."""
-    known = {VOCAB[w] for w in content_words(text) if w in VOCAB}
-    return np.array(sorted(known), np.int32)
+    """The distinct content words of a query, as numbers."""
+    return np.unique(np.array(numbers(set(content_words(text))), np.int64))
 
 
 class Lexicon:
     """BM25 over `size` documents given their postings (document, word, count)."""
 
     def __init__(self, size: int, rows: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
-        order = np.argsort(terms, kind="stable")
+        order = np.argsort(terms)
         self.size = size
         self.terms, self.rows, self.counts = terms[order], rows[order], counts[order]
         length = np.bincount(rows, weights=counts, minlength=size)

@@ -1,6 +1,7 @@
 """Building the index from scratch: a build tells a progress callback how it goes, and the CLI draws
 that on a terminal only; each vector is stored once, and kept when its text goes; a duplicate id and
-a broken file are left out, each with a warning; a new process loads what the build saved.
+a broken file are left out, each with a warning; a new process loads what the build saved (vectors
+and words alike).
 
 The store is the benchmark's kind (6,000 entries in 600 scope files, by git fast-import), with a
 file broken by hand (served from its last committed version, with a warning) and an id written twice.
@@ -15,10 +16,11 @@ import sys
 import numpy as np
 import pytest
 
-from git_whetstone.index import cache, freshness
+from git_whetstone.index import cache, freshness, rows
 from git_whetstone.ops import recall as recall_op
 from git_whetstone.ops.sync.hooks import reindex
 from git_whetstone.semantics import embed
+from git_whetstone.semantics.lexical import postings, query_terms
 from tests.helpers import REPO, bench_store, git
 
 INTENTS = ["Build a quarterly revenue table: currency formatting, alignment and a totals row",
@@ -44,17 +46,24 @@ def _answers(config) -> list[dict]:
             for intent in INTENTS]
 
 
-def test_a_new_process_loads_what_the_build_saved(big):
+def test_a_new_process_loads_what_the_build_saved(big, monkeypatch):
     config, path = big
     reindex("big", config=config)
     built = _answers(config)
     assert any("duplicate id" in w for w in built[0]["warnings"])
     assert any("serving the last committed version" in w for w in built[0]["warnings"])
+    words = query_terms("currency alignment, totals row and a title")
+    scores = next(iter(freshness.LIVE.values())).lexicon().scores(words)
     for snap in list(freshness.LIVE.values()):  # as a new process: nothing in memory, the index on disk
         freshness.close(snap)
     freshness.LIVE.clear()
+
+    read = []  # files whose rules' words are read from the markdown, not loaded from index.sqlite
+    monkeypatch.setattr(rows, "postings", lambda texts: read.append(texts) or postings(texts))
     assert _answers(config) == built
     snap = next(iter(freshness.LIVE.values()))
+    np.testing.assert_allclose(snap.lexicon().scores(words), scores, rtol=1e-6)
+    assert len(read) == 1  # the broken file alone, served again from the last commit
     assert snap.count == 6_000 and snap.vectors.dtype == np.float32 and snap.vectors.shape[0] == snap.size
 
 
