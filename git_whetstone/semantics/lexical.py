@@ -14,7 +14,7 @@ of many (a snapshot's rows) and scores queries against them with a few binary se
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from functools import lru_cache
 
 import numpy as np
 
@@ -26,11 +26,12 @@ B = 0.75   # and its length normalisation
 Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
 
 
-def numbers(words: Iterable[str]) -> list[int]:
-    """Each word as a number every process and every store agrees on: 64 bits of its BLAKE2 hash
-    (two of a store's words sharing one is about as likely as a one in 10^10 draw)."""
+@lru_cache(maxsize=1 << 16)  # a store says the same few thousand words again and again
+def number(word: str) -> int:
+    """A word as a number every process and every store agrees on: 64 bits of its BLAKE2 hash (two
+    of a store's words sharing one is about as likely as a one in 10^10 draw)."""
     from hashlib import blake2b  # here: a process that reads no new words (a recall from the index) never loads it
-    return [int.from_bytes(blake2b(w.encode(), digest_size=8).digest(), "little", signed=True) for w in words]
+    return int.from_bytes(blake2b(word.encode(), digest_size=8).digest(), "little", signed=True)
 
 
 def postings(texts: list[str]) -> Postings:
@@ -41,9 +42,7 @@ def postings(texts: list[str]) -> Postings:
             rows.append(at)
             found.append(word)
             counts.append(n)
-    distinct = list(dict.fromkeys(found))
-    number = dict(zip(distinct, numbers(distinct)))
-    return np.array(rows, np.int32), np.array([number[w] for w in found], np.int64), np.array(counts, np.float32)
+    return np.array(rows, np.int32), np.array(list(map(number, found)), np.int64), np.array(counts, np.float32)
 
 
 def portable(found: Postings) -> tuple[bytes, bytes]:
@@ -61,7 +60,7 @@ def from_portable(terms: bytes, record: bytes) -> Postings:
 
 def query_terms(text: str) -> np.ndarray:
     """The distinct content words of a query, as numbers."""
-    return np.unique(np.array(numbers(set(content_words(text))), np.int64))
+    return np.unique(np.array(list(map(number, set(content_words(text)))), np.int64))
 
 
 class Lexicon:
