@@ -26,12 +26,12 @@ DDL = """
 CREATE TABLE IF NOT EXISTS files(path TEXT PRIMARY KEY, stamp TEXT NOT NULL, warning TEXT,
     backend TEXT NOT NULL, entries BLOB NOT NULL, scopes TEXT NOT NULL, columns BLOB NOT NULL,
     vectors BLOB NOT NULL, phrases BLOB NOT NULL, sums BLOB NOT NULL, top TEXT NOT NULL,
-    words BLOB NOT NULL, postings BLOB NOT NULL);
+    words BLOB NOT NULL, postings BLOB NOT NULL, names TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS vectors(backend TEXT NOT NULL, hash TEXT NOT NULL, vec BLOB NOT NULL);
 CREATE UNIQUE INDEX IF NOT EXISTS vectors_key ON vectors(backend, hash);
 """
 # a file's record without its entries' vectors (the bulk of it), which are read apart (`stored_vectors`)
-_SELECT = "SELECT path, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings FROM files"
+_SELECT = "SELECT path, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings, names FROM files"
 
 
 class Unusable(Exception):
@@ -114,12 +114,12 @@ def file_vectors(db: sqlite3.Connection, identity: str, path: str, dim: int) -> 
 
 
 def _rows(record: tuple, dim: int, vectors: bytes | None = None) -> FileRows:
-    _, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings = record
+    _, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings, names = record
     return FileRows(stamp, [tuple(s) for s in json.loads(scopes)], np.frombuffer(phrases, np.float32).reshape(-1, dim),
                     np.frombuffer(sums, np.float32).reshape(-1, dim),
                     np.frombuffer(columns, np.int64).reshape(len(COLUMNS), -1), json.loads(top), warning, raw=entries,
                     vectors=None if vectors is None else np.frombuffer(vectors, np.float32).reshape(-1, dim),
-                    words=(words, postings))
+                    words=(words, postings), names=names)
 
 
 def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]:
@@ -187,10 +187,10 @@ def save(db: sqlite3.Connection, identity: str, removed: list[str], written: dic
         db.executemany("INSERT OR IGNORE INTO vectors VALUES(?,?,?)",
                        [(identity, h, v.astype(np.float32).tobytes()) for h, v in left.items()])
         db.executemany("DELETE FROM files WHERE path=?", [(path,) for path in removed])
-        db.executemany("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?)", [
+        db.executemany("INSERT OR REPLACE INTO files VALUES(?,?,?,?,?,?,?,?,?,?,?,?,?,?)", [
             (path, rows.stamp, rows.warning, identity, rows.text(), json.dumps(rows.scopes, ensure_ascii=False),
              *(np.ascontiguousarray(a).tobytes() for a in (rows.columns, rows.vectors, rows.phrases, rows.sums)),
-             json.dumps(rows.top), *rows.stored_words()) for path, rows in written.items()])
+             json.dumps(rows.top), *rows.stored_words(), rows.names()) for path, rows in written.items()])
         db.execute("COMMIT")
     except sqlite3.OperationalError:  # read-only after all, or the disk is full
         if db.in_transaction:

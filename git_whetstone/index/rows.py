@@ -18,6 +18,7 @@ from ..format.entry import Entry, id_key
 from ..format.ids import claimed_numbers
 from ..format.layout import scope_key
 from ..semantics.lexical import Postings, from_portable, portable, postings
+from ..semantics.words import name_words
 
 COLUMNS = ("recurrence", "last_seen", "scope", "id_key", "always")
 
@@ -31,11 +32,11 @@ class FileRows:
     def __init__(self, stamp: str, scopes: list[tuple[str, str, str]], phrases: np.ndarray, sums: np.ndarray,
                  columns: np.ndarray, top: dict[str, int], warning: str | None = None, *,
                  entries: list[Entry] | None = None, raw: bytes | None = None, vectors: np.ndarray | None = None,
-                 words: tuple[bytes, bytes] | None = None) -> None:
+                 words: tuple[bytes, bytes] | None = None, names: str | None = None) -> None:
         self.stamp, self.scopes, self.phrases, self.sums, self.columns = stamp, scopes, phrases, sums, columns
         self.top, self.warning, self.vectors = top, warning, vectors
         self._entries, self._raw = entries, raw
-        self._stored_words = words
+        self._stored_words, self._names = words, names
         self.n = columns.shape[1]
 
     @property
@@ -58,6 +59,13 @@ class FileRows:
             entries = self._entries if self._entries is not None else self._decode()
             self._stored_words = portable(postings([f"{e.body}\n{e.scope}" for e in entries]))
         return self._stored_words
+
+    def names(self) -> str:
+        """Its scopes' name words (`words.name_words`), a line each, words apart by spaces: what
+        tells recall that an intent names a scope, kept in index.sqlite."""
+        if self._names is None:
+            self._names = "\n".join(" ".join(name_words(display)) for _, _, display in self.scopes)
+        return self._names
 
     def text(self) -> bytes:
         """The entries as compressed UTF-8 JSON (what index.sqlite keeps)."""

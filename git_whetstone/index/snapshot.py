@@ -14,7 +14,6 @@ import numpy as np
 
 from ..format.entry import id_key, key_id
 from ..semantics.lexical import Lexicon
-from ..semantics.words import name_words
 from .rows import FileRows
 
 
@@ -237,10 +236,14 @@ class Snapshot:
         """The scopes whose every name word (`words.name_words`: stemmed, any order) is in `words`."""
         if self._scope_words is None:
             by_word: dict[str, list[tuple[int, frozenset[str]]]] = {}
-            for at, (_, _, display) in enumerate(self.scopes):
-                name = frozenset(name_words(display))
-                if name:
-                    by_word.setdefault(min(name), []).append((at, name))
+            seen = np.zeros(len(self.scopes), bool)
+            for rows in self.rows:
+                for (kind, key, _), line in zip(rows.scopes, rows.names().split("\n")):
+                    at = self.scope_number[(kind, key)]
+                    name = frozenset(line.split())
+                    if not seen[at] and name:
+                        by_word.setdefault(min(name), []).append((at, name))
+                    seen[at] = True
             self._scope_words = by_word
         return [at for word in words for at, name in self._scope_words.get(word, ()) if name <= words]
 
