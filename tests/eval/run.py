@@ -368,8 +368,9 @@ def eval_stream(config, streams: list[dict[str, Any]], split: str, code: str, ca
     for mode in modes:
         t = dict.fromkeys(("captures", "asked", "conflicts", "merged", "mentioned", "asked_again"), 0)
         recalls, listed = 0, 0
-        for stream in chosen_streams:
-            skill = f"stream-{code}-{mode[0]}-{stream['skill']}"
+        for number, stream in enumerate(chosen_streams):
+            # a number of its own: stores named a letter apart would be asked about as typos of each other
+            skill = f"stream-{code}-{mode}-{number + MODES.index(mode) * len(chosen_streams)}-{stream['skill']}"
             answered: set[frozenset[str]] = set()
             for rule in stream["rules"]:
                 arguments = dict(skill=skill, polarity=rule["kind"], body=rule["body"], scope=rule["scope"],
