@@ -223,13 +223,7 @@ class Snapshot:
         """BM25 over every row's words (body and scope), made on first use from its files' postings,
         which outlive the snapshot as long as their file does not change."""
         if self._lexicon is None:
-            parts = [rows.words() for rows in self.rows]
-            if parts:
-                rows = np.concatenate([p[0] + start for p, start in zip(parts, self.starts.tolist())])
-                terms, counts = np.concatenate([p[1] for p in parts]), np.concatenate([p[2] for p in parts])
-            else:
-                rows, terms, counts = np.zeros(0, np.int32), np.zeros(0, np.int64), np.zeros(0, np.float32)
-            self._lexicon = Lexicon(self.size, rows, terms, counts)
+            self._lexicon = Lexicon(self.size, list(zip(self.starts.tolist(), (rows.words() for rows in self.rows))))
         return self._lexicon
 
     def scopes_named(self, words: set[str]) -> list[int]:

@@ -64,13 +64,24 @@ def query_terms(text: str) -> np.ndarray:
 
 
 class Lexicon:
-    """BM25 over `size` documents given their postings (document, word, count)."""
+    """BM25 over `size` documents given their postings (document, word, count) in parts, each with
+    the number of its first document."""
 
-    def __init__(self, size: int, rows: np.ndarray, terms: np.ndarray, counts: np.ndarray) -> None:
+    def __init__(self, size: int, parts: list[tuple[int, Postings]]) -> None:
+        def joined(column: int, dtype: type) -> np.ndarray:
+            return np.concatenate([np.zeros(0, dtype), *(p[column] + start if column == 0 else p[column]
+                                                         for start, p in parts)], dtype=dtype)
+        # one column at a time: at 100,000 rules the unsorted and sorted copies of all three at once
+        # would be 20 MB more at the peak
+        terms = joined(1, np.int64)
         order = np.argsort(terms)
+        self.terms = terms[order]
+        del terms
+        self.rows = joined(0, np.int32)[order]
+        self.counts = joined(2, np.float32)[order]
         self.size = size
-        self.terms, self.rows, self.counts = terms[order], rows[order], counts[order]
-        length = np.bincount(rows, weights=counts, minlength=size)
+        length = np.zeros(size, np.float32)
+        np.add.at(length, self.rows, self.counts)  # bincount would make int64 and float64 copies of both first
         mean = float(length.mean()) if size and length.any() else 1.0
         self.norm = (K1 * (1 - B + B * length / mean)).astype(np.float32)  # per document
         # the idf of a word only one document holds: the top of the 0-1 scale

@@ -85,7 +85,7 @@ def test_recall_finds_rare_words_named_scopes_and_keeps_quiet(store_root: Path, 
 
 def test_bm25_scores_rare_words_above_common_ones() -> None:
     texts = ["negative amounts in parentheses", "amounts right aligned", "amounts with separators", "row shading"]
-    lexicon = Lexicon(len(texts), *postings(texts))
+    lexicon = Lexicon(len(texts), [(0, postings(texts))])
     scores = lexicon.scores(query_terms("negative amounts"))
     assert scores.argmax() == 0 and scores[3] == 0
     # "amounts" alone (held by three of four) is worth little; "negative" (held by one) much more
