@@ -14,16 +14,21 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        _write_flushed(tmp, raw)
         os.replace(tmp, path)
     except BaseException:  # a full disk, say: the file keeps its old content, and no temporary is left
         tmp.unlink(missing_ok=True)
         raise
     sync_directory(path.parent)
+
+
+def _write_flushed(tmp: Path, raw: bytes) -> None:
+    """A temporary file with `raw` in it, mode 0644, flushed to disk."""
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
+        handle.write(raw)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o644)
 
 
 WORKERS = 16  # threads that write, flush and rename a many-file change's files side by side
@@ -49,12 +54,7 @@ def write_many_atomic(stages: list[list[tuple[Path, bytes | None]]]) -> None:
                 temps[path] = path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
     def write(item: tuple[Path, bytes]) -> None:
-        path, raw = item
-        with open(os.open(temps[path], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temps[path], 0o644)
+        _write_flushed(temps[item[0]], item[1])
 
     def put(item: tuple[Path, bytes | None]) -> None:
         path, raw = item
