@@ -27,7 +27,7 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...base import resources
 from ...base.config import Config, load
@@ -196,28 +196,27 @@ def ensure(store: Store) -> list[str]:
         return [f"hooks not installed: {exc.message}"]
 
 
-def _stores(skill: str | None, every: bool, config: Config) -> list[Store]:
+def _each(act: Callable[..., dict[str, Any]], done: str, skill: str | None, every: bool, force: bool,
+          config: Config | None) -> dict[str, Any]:
+    """`act` on SKILL's store or on every store: their results, `ok` when each one's status is `done`."""
+    config = Workspace.of(config).config
     if every == (skill not in (None, "")):
         raise WhetstoneError("give a SKILL or --all")
-    if every:
-        return [Store.open(config, name) for name in list_skills(config)]
-    store = Store.open(config, skill)
-    store.require()
-    return [store]
+    names = list_skills(config) if every else [skill]
+    stores = [act(Store.open(config, name), force=force) for name in names]
+    return {"stores": stores, "ok": all(s["status"] == done for s in stores)}
 
 
 def install(skill: str | None = None, every: bool = False, force: bool = False, *,
             config: Config | None = None) -> dict[str, Any]:
     """`git whetstone hooks install SKILL | --all`: install the shims in one store or all of them."""
-    stores = [install_store(store, force=force) for store in _stores(skill, every, Workspace.of(config).config)]
-    return {"stores": stores, "ok": all(s["status"] == "installed" for s in stores)}
+    return _each(install_store, "installed", skill, every, force, config)
 
 
 def uninstall(skill: str | None = None, every: bool = False, force: bool = False, *,
               config: Config | None = None) -> dict[str, Any]:
     """`git whetstone hooks uninstall SKILL | --all`: remove the shims, restoring chained hooks."""
-    stores = [uninstall_store(store, force=force) for store in _stores(skill, every, Workspace.of(config).config)]
-    return {"stores": stores, "ok": all(s["status"] == "uninstalled" for s in stores)}
+    return _each(uninstall_store, "uninstalled", skill, every, force, config)
 
 
 def status(store: Store) -> dict[str, Any]:

@@ -21,6 +21,7 @@ sync settles the merges it makes; the post-merge hook settles a plain `git merge
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -195,13 +196,19 @@ def _follow(repo: Path, parents: list[str], split: dict[str, list[Piece]], conte
             split[rel][index] = _reparsed(edits.with_differs(block, named).rstrip("\n"), rel)
 
 
-def _side_blocks(repo: Path, commit: str) -> dict[str, list[Block]]:
-    """The blocks of a commit's scope files, by id (an id may be claimed twice: a rebase's side)."""
-    found: dict[str, list[Block]] = defaultdict(list)
+def _commit_blocks(repo: Path, commit: str) -> Iterator[tuple[str, Block]]:
+    """The blocks of a commit's scope files, each with its file."""
     for rel, data in tree.commit_files(repo, commit).items():
         for piece in pieces(data.decode("utf-8", "replace"), rel):
             if piece.block is not None:
-                found[piece.block.id].append(piece.block)
+                yield rel, piece.block
+
+
+def _side_blocks(repo: Path, commit: str) -> dict[str, list[Block]]:
+    """The blocks of a commit, by id (an id may be claimed twice: a rebase's side)."""
+    found: dict[str, list[Block]] = defaultdict(list)
+    for _, block in _commit_blocks(repo, commit):
+        found[block.id].append(block)
     return found
 
 
@@ -223,13 +230,9 @@ def _id_order(bid: str) -> tuple[str, int]:
 
 
 def _base_blocks(repo: Path, base: str | None) -> dict[str, tuple[str, Block]]:
-    if not base:
-        return {}
     found: dict[str, tuple[str, Block]] = {}
-    for rel, data in tree.commit_files(repo, base).items():
-        for piece in pieces(data.decode("utf-8", "replace"), rel):
-            if piece.block is not None:
-                found.setdefault(piece.block.id, (rel, piece.block))
+    for rel, block in _commit_blocks(repo, base) if base else ():
+        found.setdefault(block.id, (rel, block))
     return found
 
 
