@@ -35,16 +35,11 @@ WORKERS = 16  # threads that write, flush and rename a many-file change's files 
 
 
 def write_many_atomic(stages: list[list[tuple[Path, bytes | None]]]) -> None:
-    """Put many files in place (None: delete), each as `write_atomic` would, one stage after the
-    other (a stage's files in any order): every temporary file is written and flushed to disk,
-    then each stage's files are renamed into place (or deleted), then every folder is synced. If a
-    temporary cannot be written, none is renamed; if a rename fails, no later stage starts.
-
-    The files of a stage are handled by threads side by side: on a filesystem that frees a file's
-    blocks at once (ext4 mounted with `discard`), a rename over a file or a deletion blocks about
-    2 ms, and one at a time that was 17 s of a compact's 8,400 files; side by side their waits
-    overlap. Each temporary is fsynced itself (not `os.sync()`, which also waits for every other
-    program's writes on the machine)."""
+    """Put many files in place (None: delete), each as `write_atomic` would, one stage after the other:
+    every temporary written and flushed, then each stage renamed into place, then every folder synced.
+    If a temporary cannot be written none is renamed; if a rename fails no later stage starts. Threads
+    work side by side: where a rename over a file blocks (ext4 with `discard`: about 2 ms), one at a time
+    cost a compact of 8,400 files 17 s."""
     from concurrent.futures import ThreadPoolExecutor  # here: only a many-file write needs threads
 
     temps: dict[Path, Path] = {}

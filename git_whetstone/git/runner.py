@@ -1,8 +1,6 @@
 """The one way whetstone runs the real `git` binary, so hooks, signing and config behave as git does.
-
-Environment that a surrounding git process sets (GIT_DIR, GIT_INDEX_FILE, … when whetstone runs
-inside a hook) is dropped so each call talks to the store it names and nothing else, unless the
-caller is a hook that must see exactly what git is committing (`inherit`).
+The environment a surrounding git sets (GIT_DIR, GIT_INDEX_FILE, … in a hook) is dropped, unless the
+caller is a hook that must see what git is committing (`inherit`).
 """
 from __future__ import annotations
 

@@ -1,27 +1,12 @@
 """revise (SPEC §4): change an entry recall showed, by its id, one git commit per change.
 
-reinforce and weaken move a learning's recurrence; remove deletes an entry; promote hardens a
-learning into an issue and demote softens an issue into a learning; `body` rewords and `scope`
-moves an entry on the way. Destructive actions and promotion ask for confirmation first (and
-every write does in `supervised` mode); a reworded, moved or re-kinded entry is judged against the
-rest of the store, as a capture is. `always` true or false sets or clears the entry's
-`applies: always` mark (a rule for every task of the skill), in a call of its own.
-
-With a `target` the call settles how two entries relate, as the caller judged them (so in one
-commit, with no further question, in every supervision mode): `same` folds the entry into the
-target, `replace` removes the target, `distinct` records that both hold (`differs_from`), so the
-pair is never asked about again.
-
-A door's `decide` (see capture) is asked, in `balanced` mode, about the look-alikes a reworded,
-moved, promoted or demoted entry would be put to the caller about, nearest first. `different` for
-every one lets the change go ahead, with each pair recorded as both holding (`differs_from`; not
-for promote and demote, which give the entry a new id), and a promotion or demotion still asks
-the person to confirm it; `contradicts` stops it as the judge's own contradiction does (`conflict`,
-nothing written). `same` and `replaces` are not acted on: each would need the change and the fold
-or removal of the other entry in one commit, which a revise does not make. They come back as
-`needs_confirmation` saying what the host's model judged, naming that entry and the one call that
-settles it. Every outcome a `decide` answer settled carries `decided_by: "host-model"`; no clear
-answer (None) for any look-alike asks the caller, as without `decide`.
+Destructive actions and promotion ask for confirmation first (every write does in `supervised`
+mode); a reworded, moved or re-kinded entry is judged against the rest of the store, as a capture
+is. With a `target` the call settles how two entries relate, as the caller judged them (`same`,
+`replace`, `distinct`): one commit, no question. A door's `decide` is asked about the likely
+look-alikes as in capture, but only `different` (go ahead, the pair recorded as both holding) and
+`contradicts` (stop) are acted on: `same` and `replaces` would need a second change in the same
+commit, so they come back as `needs_confirmation` naming the call that settles them.
 """
 from __future__ import annotations
 
@@ -55,16 +40,9 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
            run_id: str | None = None, confirm: bool | str | None = None, always: bool | None = None,
            target: str | None = None, *, config: Config | None = None,
            decide: Decide | None = None) -> dict[str, Any]:
-    """Change an entry recall showed: reinforce, weaken, remove, promote (learning → issue) or demote
-    (issue → learning), optionally rewording it (`body`) or moving it to another `scope`; or, with
-    no action, set (`always=True`) or clear (`always=False`) its mark as a rule for every task; or
-    settle how it relates to the entry `target`: the same rule (`same`), its replacement
-    (`replace`), or a rule that holds beside it (`distinct`).
-
-    `decide(body, entry)`, if given, is asked (in `balanced` mode) about each stored entry the
-    judge finds *likely* the same rule as the changed one or its opposite, nearest first, before
-    the caller would be: it returns "same", "replaces", "contradicts", "different", or None when it
-    has no clear answer (then the caller is asked, as without it). See the module's docstring."""
+    """Change an entry recall showed: an action (reinforce, weaken, remove, promote, demote), a new
+    `body` or `scope`, the `always` mark alone, or, with a `target`, how the two relate (same, replace,
+    distinct). `decide` is a door's second opinion (see the module docstring)."""
     ws = Workspace.of(config)
     always = None if always is None else clean_always(always)  # None: the mark stays as it is
     if action in (None, "") and always is not None:
@@ -329,11 +307,8 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
 def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[Entry, Judgement]],
                   recurrence: int | None, said: Answer, host: _Host | None = None) -> Outcome | None:
     """A reworded, moved, promoted or demoted entry against the rest of the store, as a capture is
-    judged: what the judge is sure contradicts it, or already says it, stops the change (nothing
-    written); look-alikes that are likely the same rule or its opposite are put to the caller first
-    (unless `autonomous`, or the caller already said go ahead: they are then named in the result).
-    None lets the change go ahead. The door's `decide` (`host`), in `balanced` mode, is asked
-    before the caller (`_host_judges`)."""
+    judged: a sure contradiction or duplicate stops it; likely look-alikes are put to `host`'s
+    `decide`, then to the caller, unless `autonomous` or already answered. None lets it go ahead."""
     if said.verb == "new":  # the caller said it holds beside its look-alikes: remembered with the change
         if action not in ("promote", "demote"):  # (which give the entry a new id)
             found = triage(judged)
@@ -369,11 +344,9 @@ def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[En
 
 def _host_judges(ctx: Context, entry: Entry, action: str, likely: list[tuple[Entry, Judgement]],
                  recurrence: int | None, host: _Host) -> Outcome | None:
-    """The likely look-alikes of a changed entry put to the door's `decide`, nearest first: an
-    outcome that stops the change when it judges one the same rule, its replacement or its
-    opposite; None with `host.decided` set (the change goes ahead, the pairs remembered as both
-    holding) when it judges every one a different rule; None as soon as it has no clear answer
-    about one (the caller is asked)."""
+    """The likely look-alikes put to the door's `decide`, nearest first: an outcome that stops the
+    change when it judges one the same rule, its replacement or its opposite; None with `host.decided`
+    set when every one is a different rule; None as soon as it has no clear answer (the caller is asked)."""
     for other, verdict in likely:
         said = verdict_of(host.decide, host.body, other) if host.decide is not None else None
         if said is None:

@@ -1,9 +1,6 @@
-"""The changes capture and revise make to one entry, each one commit, and what they report.
-
-Every change returns an `Outcome`: the status and the fields a caller sees (SPEC §4), which
-capture and revise put into their JSON. Hardening turns a learning into an issue (the public
-action is `promote`), softening an issue into a learning (`demote`); both give the entry a new id
-in the other folder and record where it came from.
+"""The changes capture and revise make to one entry, each one commit, and their `Outcome`. Hardening
+turns a learning into an issue (the public action `promote`), softening an issue into a learning
+(`demote`): both give the entry a new id in the other folder and record where it came from.
 """
 from __future__ import annotations
 
@@ -31,9 +28,8 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)  # prompt, conflicts_with, reason, similar_to, …
 
     def json(self, **around: Any) -> dict[str, Any]:
-        """The result as JSON: the call's own keys in the order `around` gives them (with placeholders
-        where status, entry_id, recurrence and confirmation go), these filled in, then the optional
-        fields that are set."""
+        """The result as JSON: `around`'s keys in its order (with placeholders for status, entry_id,
+        recurrence and confirmation), these filled in, then the optional fields that are set."""
         return {**around, "status": self.status, "entry_id": self.entry_id, "recurrence": self.recurrence,
                 "confirmation": self.confirmation, **self.extra}
 
