@@ -135,9 +135,7 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    f"confirm='yes' to write it.", **_mentions(found.mentioned))
     # "both hold": the answer is remembered with the new rule, so the pair is never raised again
     answered = [] if said.verb != "new" else [e for e, _ in [*filter(None, [found.decisive]), *found.likely]]
-    outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
-    outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
-    return outcome
+    return _write_new(ctx, kind, body, scope, said_by, every, answered, found.mentioned)
 
 
 def verdict_of(decide: Decide, body: str, entry: Entry) -> str | None:
@@ -168,9 +166,7 @@ def _host_decides(ctx: Context, kind: str, body: str, scope: str, said_by: str, 
             return _conflict(old, body, Judgement(CONTRADICTS, verdict.similarity, host_contradiction(verdict), True))
     # every look-alike is a different rule: stored, the pairs remembered as both holding
     answered = [e for e, _ in found.likely]
-    outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
-    outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
-    return outcome
+    return _write_new(ctx, kind, body, scope, said_by, every, answered, found.mentioned)
 
 
 def _mentions(mentioned: list[tuple[Entry, Judgement]]) -> dict[str, Any]:
@@ -257,13 +253,14 @@ def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    {"replaced_id": old.id})
 
 
-def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool = False,
-               differs: list[str] | None = None) -> Outcome:
-    """A new entry, one commit; `differs`: the stored entries the caller said hold beside it."""
+def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool,
+               answered: list[Entry], mentioned: list[tuple[Entry, Judgement]]) -> Outcome:
+    """A new entry, one commit, recorded as holding beside the look-alikes `answered` (the caller
+    said so); the other look-alikes `mentioned` are named in `similar`."""
     files: dict[str, str | None] = {}
-    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every, differs=differs or ())
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every, differs=[e.id for e in answered])
     ctx.commit(f"capture: add {entry_id} ({scope}{', every task' if every else ''})\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     return Outcome("committed", entry_id, 1 if kind == "learning" else None,
                    f"Whetstone {noun} {entry_id} ({scope}{', for every task' if every else ''}): "
-                   f"{blocks.derive_title(body)}")
+                   f"{blocks.derive_title(body)}", _mentions([(e, j) for e, j in mentioned if e not in answered]))

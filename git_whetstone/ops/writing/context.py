@@ -85,9 +85,13 @@ class Context:
                                  f"before writing to it)", exit_code=RUNTIME)
         return text, parsed.blocks
 
-    def block(self, entry: Entry) -> tuple[str, blocks.Block]:
-        """The text of an entry's file and the entry's block in it."""
-        text, found = self.read(entry.path)
+    def block(self, entry: Entry, pending: dict[str, str | None] | None = None) -> tuple[str, blocks.Block]:
+        """The text of an entry's file (as `pending` holds it, when it does) and the entry's block in it."""
+        if pending is not None and entry.path in pending:
+            text = pending[entry.path] or ""
+            found = blocks.parse(text, entry.path, entry.path.split("/", 1)[0]).blocks
+        else:
+            text, found = self.read(entry.path)
         for block in found:
             if block.id == entry.id:
                 return text, block

@@ -16,7 +16,7 @@ from typing import Any
 
 from ...base.clock import today
 from ...base.config import Config
-from ...base.errors import RUNTIME, WhetstoneError, shown
+from ...base.errors import WhetstoneError, shown
 from ...format import blocks, edits
 from ...format.layout import GLOBAL, GLOBAL_PREFIX
 from ...format.entry import Entry, differs
@@ -27,7 +27,7 @@ from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from ..workspace import Workspace
 from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, offer_promotion,
-                     promotion_declined, reinforce, reword, soften)
+                     promotion_declined, reinforce, rewritten, soften)
 
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote") + PAIRED
@@ -78,8 +78,8 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         ctx = Context.open(ws, store)
         ctx.run_id = run_id
         entry = ctx.entry(entry_id)
-        if target:
-            outcome = _pair(ctx, entry, ctx.entry(target), action)
+        if target:  # how the two relate, as the caller judged them: one commit, no question
+            outcome = {"distinct": _distinct, "replace": _replace, "same": _fold}[action](ctx, entry, ctx.entry(target))
         else:
             outcome = _revise(ctx, entry, action, new_body, new_scope, said, decide)
         warnings = list(ctx.snap.warnings) + store.warnings
@@ -116,15 +116,6 @@ def _target(target: object, action: str, entry_id: str) -> str | None:
 def pair_call(entry_id: str, action: str, target: str) -> str:
     """The call that settles a pair (in the notation of `base.calls`)."""
     return f"revise(entry_id='{entry_id}', action='{action}', target='{target}')"
-
-
-def _pair(ctx: Context, entry: Entry, target: Entry, action: str) -> Outcome:
-    """Settle how `entry` and `target` relate, as the caller judged them: one commit, no question."""
-    if action == "distinct":
-        return _distinct(ctx, entry, target)
-    if action == "replace":
-        return _replace(ctx, entry, target)
-    return _fold(ctx, entry, target)
 
 
 def _distinct(ctx: Context, entry: Entry, target: Entry) -> Outcome:
@@ -196,17 +187,10 @@ def _gone(block: blocks.Block) -> None:
 
 def _changed(ctx: Context, changes: list[tuple[Entry, Callable[[blocks.Block], str | None]]]) -> dict[str, str | None]:
     """The files after changing some entries' blocks in turn: each `change` gives its block's new
-    text, or None to remove it. A file two changes touch is parsed again between them (offsets move)."""
+    text, or None to remove it (a file two changes touch is parsed again between them)."""
     files: dict[str, str | None] = {}
     for entry, change in changes:
-        if entry.path in files:
-            text = files[entry.path] or ""
-            block = next((b for b in blocks.parse(text, entry.path, entry.path.split("/", 1)[0]).blocks
-                          if b.id == entry.id), None)
-            if block is None:
-                raise WhetstoneError(f"{entry.id} moved while being changed; try again", exit_code=RUNTIME)
-        else:
-            text, block = ctx.block(entry)
+        text, block = ctx.block(entry, files)
         new = change(block)
         files[entry.path] = (edits.remove(text, block) if new is None else edits.replace(text, block, new)) or None
     return files
@@ -267,10 +251,8 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     if action == "promote" and said.verb == "no":
         if promotion_declined(entry):
             return Outcome("noop", entry.id, recurrence, f"{entry.id} stays a learning (already noted).")
-        text, block = ctx.block(entry)
-        said_by = f"{today().isoformat()} — {DECLINED}"
         ctx.commit(f"revise: keep {entry.id} a learning ({entry.scope})\n\nThe user declined promotion.\n",
-                   {entry.path: edits.replace(text, block, edits.update_fields(block, {}, said_by))})
+                   rewritten(ctx, entry, {}, f"{today().isoformat()} — {DECLINED}"))
         return Outcome("committed", entry.id, recurrence, f"{entry.id} stays a learning; whetstone will not ask again.")
 
     stop = _judge_change(ctx, entry, action, judged, recurrence, said, host)
@@ -385,12 +367,9 @@ def _weaken(ctx: Context, entry: Entry, body: str | None, scope: str | None) -> 
     count = max(1, entry.recurrence - 1)
     if scope:
         return move(ctx, entry, body, scope, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
-    text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
-    if body:
-        changed = reword(changed, block, body)
     ctx.commit(f"revise: weaken{' and reword' if body else ''} {entry.id} ({entry.scope}), recurrence {count}\n"
-               + (f"\n{body}\n" if body else ""), {entry.path: edits.replace(text, block, changed)})
+               + (f"\n{body}\n" if body else ""),
+               rewritten(ctx, entry, {"recurrence": str(count)}, counted(ctx, None, "weakened"), body))
     return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}"
                    + (f" and reworded it: {blocks.derive_title(body)}" if body else "."))
 
@@ -400,8 +379,6 @@ def _reword(ctx: Context, entry: Entry, body: str | None, scope: str | None, rec
     if scope:
         return move(ctx, entry, body, scope, {})
     assert body is not None
-    text, block = ctx.block(entry)
-    ctx.commit(f"revise: reword {entry.id} ({entry.scope})\n\n{body}\n",
-               {entry.path: edits.replace(text, block, reword(edits.update_fields(block, {}), block, body))})
+    ctx.commit(f"revise: reword {entry.id} ({entry.scope})\n\n{body}\n", rewritten(ctx, entry, {}, body=body))
     return Outcome("committed", entry.id, recurrence, f"Whetstone reworded {entry.id} ({entry.scope}): "
                    f"{blocks.derive_title(body)}")
