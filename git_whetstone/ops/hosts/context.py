@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -162,12 +162,12 @@ def context(skills: list[str] | tuple[str, ...] = (), hook: str | None = None, i
     ws = Workspace.of(config)
     if hook is not None:
         said = read_hook(hook)
+    elif isinstance(intent, str) and intent.strip():
+        said = Hook("intent", intent)
     else:
-        if not isinstance(intent, str) or not intent.strip():
-            raise WhetstoneError("give a host hook's JSON on stdin, or --intent TEXT")
-        said = Hook("intent", intent, None)
+        raise WhetstoneError("give a host hook's JSON on stdin, or --intent TEXT")
     if said.cwd is None and cwd:
-        said = Hook(said.event, said.prompt, Path(cwd), said.source)
+        said = replace(said, cwd=Path(cwd))
     task = _as_intent(said.prompt) if said.prompt is not None else None
     warnings: list[str] = []
     result: dict[str, Any] = {"event": said.event, "skills": [], "chosen_by": None, "project_file": None,

@@ -270,22 +270,20 @@ def _merge(store: Store, theirs: str, label: str) -> Settlement:
     if proc.returncode != 0 and runner.in_progress(repo) != "merge":
         raise WhetstoneError(f"git merge of {label} failed in {repo}: {last_line(proc)}; nothing was merged",
                              exit_code=RUNTIME)
-    return _finish(store, [runner.head(repo) or "HEAD", theirs], base)
+    return _finish(store, [runner.head(repo) or "HEAD", theirs])
 
 
 def _conclude(store: Store) -> Settlement:
     """Conclude a merge the user resolved (after a sync stopped on a conflict, or a plain git pull)."""
     repo = store.path
-    theirs = (repo / ".git" / "MERGE_HEAD").read_text().split()[0]
-    ours = runner.head(repo) or "HEAD"
-    base = runner.run(repo, "merge-base", ours, theirs, check=False).stdout.strip() or None
-    return _finish(store, [ours, theirs], base)
+    return _finish(store, [runner.head(repo) or "HEAD", (repo / ".git" / "MERGE_HEAD").read_text().split()[0]])
 
 
-def _finish(store: Store, parents: list[str], base: str | None) -> Settlement:
+def _finish(store: Store, parents: list[str]) -> Settlement:
     """Settle the ids of a merge git has made (and resolve what it left), then commit it; the
     settlement, whose `conflicts` say what stopped the commit."""
     repo = store.path
+    base = runner.run(repo, "merge-base", *parents, check=False).stdout.strip() or None
     conflicts = _resolve(store)
     current = (repo / "next_ids.json").read_text(encoding="utf-8") if (repo / "next_ids.json").exists() else None
     plan = settle(repo, worktree_texts(store), parents, base, current)
