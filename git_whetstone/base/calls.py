@@ -1,13 +1,6 @@
-"""How a message names the call that answers it, phrased by the door it goes out through.
-
-The library writes every call it suggests in one notation, the MCP tools': an argument as
-`confirm='same:L1'` or `target='L3'`, a call of another tool as
-`revise(entry_id='L2', action='promote', confirm='yes')`. That is what its JSON says, to an MCP
-agent and to `--json`. The command line prints the same messages in its own words
-(`--confirm same:L1`, `git whetstone revise SKILL L2 promote --confirm`): `for_command_line` turns
-the one notation into the other, and the CLI applies it to everything it prints for a person
-(`cli.main.emit` and its one-line errors). A message that follows the notation reads right
-through either door; nothing else needs to know which door it is.
+"""How a message names the call that answers it. The library writes every call it suggests in the MCP
+tools' notation (`confirm='same:L1'`, `revise(entry_id='L2', action='promote', confirm='yes')`), which
+its JSON carries; the command line prints the same messages in its own words (`for_command_line`).
 """
 from __future__ import annotations
 

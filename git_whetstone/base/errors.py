@@ -1,7 +1,5 @@
-"""The one error type the library raises for anything a user can act on.
-
-The CLI turns it into a one-line message and an exit code; the MCP server turns it into a tool
-error with the same message. Anything else escaping the library is a bug.
+"""The one error type the library raises for anything a user can act on (the doors print its one-line
+message); anything else escaping the library is a bug.
 """
 from __future__ import annotations
 

@@ -14,11 +14,7 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        _write_flushed(tmp, raw)
         os.replace(tmp, path)
     except BaseException:  # a full disk, say: the file keeps its old content, and no temporary is left
         tmp.unlink(missing_ok=True)
@@ -26,20 +22,24 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     sync_directory(path.parent)
 
 
+def _write_flushed(tmp: Path, raw: bytes) -> None:
+    """A temporary file with `raw` in it, mode 0644, flushed to disk."""
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
+        handle.write(raw)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.chmod(tmp, 0o644)
+
+
 WORKERS = 16  # threads that write, flush and rename a many-file change's files side by side
 
 
 def write_many_atomic(stages: list[list[tuple[Path, bytes | None]]]) -> None:
-    """Put many files in place (None: delete), each as `write_atomic` would, one stage after the
-    other (a stage's files in any order): every temporary file is written and flushed to disk,
-    then each stage's files are renamed into place (or deleted), then every folder is synced. If a
-    temporary cannot be written, none is renamed; if a rename fails, no later stage starts.
-
-    The files of a stage are handled by threads side by side: on a filesystem that frees a file's
-    blocks at once (ext4 mounted with `discard`), a rename over a file or a deletion blocks about
-    2 ms, and one at a time that was 17 s of a compact's 8,400 files; side by side their waits
-    overlap. Each temporary is fsynced itself (not `os.sync()`, which also waits for every other
-    program's writes on the machine)."""
+    """Put many files in place (None: delete), each as `write_atomic` would, one stage after the other:
+    every temporary written and flushed, then each stage renamed into place, then every folder synced.
+    If a temporary cannot be written none is renamed; if a rename fails no later stage starts. Threads
+    work side by side: where a rename over a file blocks (ext4 with `discard`: about 2 ms), one at a time
+    cost a compact of 8,400 files 17 s."""
     from concurrent.futures import ThreadPoolExecutor  # here: only a many-file write needs threads
 
     temps: dict[Path, Path] = {}
@@ -49,12 +49,7 @@ def write_many_atomic(stages: list[list[tuple[Path, bytes | None]]]) -> None:
                 temps[path] = path.with_name(f".{path.name}.{os.getpid()}.tmp")
 
     def write(item: tuple[Path, bytes]) -> None:
-        path, raw = item
-        with open(os.open(temps[path], os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
-            handle.write(raw)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(temps[path], 0o644)
+        _write_flushed(temps[item[0]], item[1])
 
     def put(item: tuple[Path, bytes | None]) -> None:
         path, raw = item

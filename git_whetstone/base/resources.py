@@ -1,10 +1,6 @@
-"""The files whetstone ships that are not Python (the hook shims, the man page), and the command
-that runs this installation of whetstone, which the shims and the merge drivers call back into.
-
-A wheel carries them inside the package (`_hooks/`, `_man/`, force-included by pyproject.toml from
-the top-level `hooks/` and `man/`); a source checkout or an editable install reads them from those
-top-level directories. `pip install .` also puts the man page in `<prefix>/share/man/man1`, where
-`man` (and so `git help whetstone`) finds it; `install_man` copies it for installs that do not.
+"""The files whetstone ships that are not Python (the hook shims, the man page: in a wheel, `_hooks/`
+and `_man/` inside the package; in a checkout, the top-level `hooks/` and `man/`), and the command
+that reaches this installation, which the shims and the merge drivers call back into.
 """
 from __future__ import annotations
 

@@ -13,18 +13,16 @@ import click
 
 from .. import api
 from ..base.errors import WhetstoneError
-from .main import State, emit, json_option, main
+from .main import State, command, emit
 from .render import one_line
 from .store import hooks_group
 
 MAX_STDIN = 8 << 20  # bytes of a hook's JSON read (a prompt with a pasted file is far less)
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@command(context_settings={"ignore_unknown_options": True})
 @click.argument("skills", nargs=-1, metavar="[SKILL]...")
 @click.option("--intent", metavar="TEXT", help="The task, instead of a host hook's JSON on stdin.")
-@json_option
-@click.pass_obj
 def context(state: State, skills: tuple[str, ...], intent: str | None, as_json: bool) -> None:
     """Print the rules for the task at hand, for an agent host's prompt hook to add to the context.
 
@@ -69,14 +67,12 @@ def _stdin() -> str:
     return sys.stdin.buffer.read(MAX_STDIN).decode("utf-8", "replace")
 
 
-@hooks_group.command(name="host")
+@command(hooks_group, name="host")
 @click.argument("host", type=click.Choice(["claude-code"]))
 @click.option("--project", "scope", flag_value="project", default=True,
               help="The project's .claude/settings.json, at the git top level (the default).")
 @click.option("--user", "scope", flag_value="user", help="Your ~/.claude/settings.json, for every project.")
 @click.option("--remove", is_flag=True, help="Take whetstone's hooks out again (only those).")
-@json_option
-@click.pass_obj
 def hooks_host(state: State, host: str, scope: str, remove: bool, as_json: bool) -> None:
     """Make an agent host run 'git whetstone context' before every prompt and at session start.
 

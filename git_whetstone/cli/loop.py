@@ -10,16 +10,14 @@ from typing import Any
 import click
 
 from .. import api
-from .main import State, emit, json_option, main
+from .main import State, command, emit
 from ..base.errors import WhetstoneError
 from .render import ask_on_terminal, ask_skill_on_terminal, count, indexing, progress, show_compact, show_metrics, show_recall, show_write
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.option("--path", "skill_path", metavar="DIR", help="The skill's own directory, recorded in the store.")
-@json_option
-@click.pass_obj
 def attach(state: State, skill: str, skill_path: str | None, as_json: bool) -> None:
     """Create SKILL's store (a git repository) if it does not exist yet.
 
@@ -32,14 +30,12 @@ def attach(state: State, skill: str, skill_path: str | None, as_json: bool) -> N
         f"{'created' if r['created'] else 'already attached'}: {r['skill']} at {r['path']}"))
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.argument("intent")
 @click.option("-k", "--learnings-k", type=int, metavar="N", help="At most N learnings (default: learnings_k, 12).")
 @click.option("--scope", "scopes", multiple=True, metavar="SCOPE",
               help="Also return every entry of SCOPE (repeatable), e.g. one 'other scopes' names.")
-@json_option
-@click.pass_obj
 def recall(state: State, skill: str, intent: str, learnings_k: int | None, scopes: tuple[str, ...],
            as_json: bool) -> None:
     """Print the learnings and issues relevant to INTENT.
@@ -66,7 +62,7 @@ REVISE_CONFIRM_HELP = ("Answer what a previous call asked: yes (go ahead), no (k
                        "(the revised rule is a rule of its own); bare --confirm means yes.")
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.argument("body")
 @click.option("--scope", required=True, help="Short phrase for when the rule applies.")
@@ -76,8 +72,6 @@ REVISE_CONFIRM_HELP = ("Answer what a previous call asked: yes (go ahead), no (k
 @click.option("--provenance", default="", help="Where the correction came from (the user's words).")
 @click.option("--run-id", help="The run_id recall returned.")
 @click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=CONFIRM_HELP)
-@json_option
-@click.pass_obj
 def capture(state: State, skill: str, body: str, scope: str, issue: bool, always: bool, provenance: str,
             run_id: str | None, confirm: str | None, as_json: bool) -> None:
     """Remember BODY as a learning (or with --issue, a mandatory rule) of SKILL.
@@ -117,7 +111,7 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
     emit(state, as_json, result, show_write)
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.argument("entry_id", metavar="ID")
 @click.argument("action", metavar="[ACTION]", required=False)  # checked by the library, as for MCP
@@ -129,8 +123,6 @@ def capture(state: State, skill: str, body: str, scope: str, issue: bool, always
 @click.option("--target", metavar="ID", help="The entry the action is about, for same, replace and distinct.")
 @click.option("--run-id", help="The run_id recall returned.")
 @click.option("--confirm", is_flag=False, flag_value="yes", default=None, metavar="[VALUE]", help=REVISE_CONFIRM_HELP)
-@json_option
-@click.pass_obj
 def revise(state: State, skill: str, entry_id: str, action: str | None, body: str | None, scope: str | None,
            always: bool | None, target: str | None, run_id: str | None, confirm: str | None, as_json: bool) -> None:
     """Change entry ID of SKILL: ACTION is reinforce, weaken, remove, promote or demote; or, with
@@ -157,24 +149,20 @@ def revise(state: State, skill: str, entry_id: str, action: str | None, body: st
     emit(state, as_json, result, show_write)
 
 
-@main.command()
+@command()
 @click.argument("skill", required=False)
-@json_option
-@click.pass_obj
 def metrics(state: State, skill: str | None, as_json: bool) -> None:
     """Print how the loop is doing for SKILL (or every skill): runs, captures, repeats."""
     result = api.metrics(skill, config=state.config())
     emit(state, as_json, result, show_metrics)
 
 
-@main.command()
+@command()
 @click.argument("skill", required=False)
 @click.option("--all", "every", is_flag=True, help="Every skill on one page.")
 @click.option("-o", "--output", metavar="FILE", help="Where to write the page (default: SKILL-report.html, "
               "or whetstone-report.html with --all, in the current directory).")
 @click.option("--open", "open_it", is_flag=True, help="Open the page in the default browser.")
-@json_option
-@click.pass_obj
 def report(state: State, skill: str | None, every: bool, output: str | None, open_it: bool, as_json: bool) -> None:
     """Write a self-contained HTML page of SKILL's memory (or every skill's, with --all).
 
@@ -199,12 +187,10 @@ def report(state: State, skill: str | None, every: bool, output: str | None, ope
             click.echo(f"warning: no browser to open {result['path']} with", err=True)
 
 
-@main.command()
+@command()
 @click.argument("skill", required=False)
 @click.option("--all", "every", is_flag=True, help="Compact every skill, then report cross-skill clusters.")
 @click.option("--dry-run", is_flag=True, help="Only show what the structural pass would change.")
-@json_option
-@click.pass_obj
 def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json: bool) -> None:
     """Tidy SKILL's store: merge scopes spelled two ways and duplicate entries, retire decayed learnings.
 
@@ -229,15 +215,13 @@ def compact(state: State, skill: str | None, every: bool, dry_run: bool, as_json
     emit(state, as_json, result, show_compact)
 
 
-@main.command()
+@command()
 @click.argument("skill", required=False)
 @click.argument("entry_id", metavar="[ID]", required=False)
 @click.option("--cluster", "cluster_id", metavar="CID", help="Enact a cluster that compact --all reported.")
 @click.option("--yes", is_flag=True, help="Do not ask for confirmation.")
 @click.option("--always/--scoped", "always", default=None,
               help="For a rule marked for every task: keep the mark (every task of every skill), or drop it.")
-@json_option
-@click.pass_obj
 def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: str | None, yes: bool,
             always: bool | None, as_json: bool) -> None:
     """Lift entry ID of SKILL into the global layer, so every skill's recall sees it.
@@ -268,10 +252,8 @@ def promote(state: State, skill: str | None, entry_id: str | None, cluster_id: s
     emit(state, as_json, result, lambda r: click.echo(r.get("confirmation") or r["prompt"]))
 
 
-@main.command()
+@command()
 @click.argument("skill")
-@json_option
-@click.pass_obj
 def doctor(state: State, skill: str, as_json: bool) -> None:
     """Check that SKILL's learning loop is alive (read-only); exit 1 when it is not.
 
@@ -296,6 +278,4 @@ def doctor(state: State, skill: str, as_json: bool) -> None:
                        "If the agent host on this machine is not wired yet:")
             for line in r["setup"]:
                 click.echo(f"  {line}")
-    emit(state, as_json, result, human)
-    if not result["healthy"]:
-        raise SystemExit(1)
+    emit(state, as_json, result, human, ok=result["healthy"])

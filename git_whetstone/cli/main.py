@@ -33,8 +33,6 @@ class State:
         return self._config
 
 
-def json_option(command: Callable) -> Callable:
-    return click.option("--json", "as_json", is_flag=True, help="Print the library's JSON result.")(command)
 
 
 @click.group(context_settings=CONTEXT)
@@ -59,9 +57,22 @@ def main(ctx: click.Context, store_root: str | None, as_json: bool) -> None:
     ctx.obj = State(store_root, as_json)
 
 
-def emit(state: State, as_json: bool, result: Any, human: Callable[[Any], None]) -> None:
+def command(group: click.Group = main, **settings: Any) -> Callable[[Callable], click.Command]:
+    """A command of `group` that gets the `State` and takes --json (listed after its own options)."""
+    def make(fn: Callable) -> click.Command:
+        own = getattr(fn, "__click_params__", [])
+        fn.__click_params__ = []  # click lists the options added first last
+        fn = click.option("--json", "as_json", is_flag=True, help="Print the library's JSON result.")(
+            click.pass_obj(fn))
+        fn.__click_params__ += own
+        return group.command(**settings)(fn)
+    return make
+
+
+def emit(state: State, as_json: bool, result: Any, human: Callable[[Any], None], ok: bool = True) -> None:
     """The result as JSON (`--json`, here or before the command: the MCP tool's JSON, its words
-    included), else as `human` prints it, and its warnings on stderr, in the command line's words."""
+    included), else as `human` prints it, and its warnings on stderr, in the command line's words;
+    then exit 1 unless the call went `ok`."""
     if as_json or state.as_json:
         click.echo(json.dumps(result, ensure_ascii=False, indent=2))
     else:
@@ -69,6 +80,8 @@ def emit(state: State, as_json: bool, result: Any, human: Callable[[Any], None])
         human(result)
         for warning in result.get("warnings", []) if isinstance(result, dict) else []:
             click.echo(f"warning: {warning}", err=True)
+    if not ok:
+        raise SystemExit(1)
 
 
 SAID = ("prompt", "confirmation", "warnings", "promotion")  # what a result says to the caller, in words

@@ -10,14 +10,14 @@ from typing import Any, Callable
 import click
 
 from .. import api
-from .main import State, emit, json_option, main
+from .main import State, command, emit, main
 from .render import IMPORT_PROGRESS_MIN, count, indent, indexing, one_line, progress, show_hooks
 
 
 SHARE_FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.option("-o", "--output", metavar="FILE", help="Where to write it (a pack defaults to "
               "SKILL.whetstone.tar.gz here; a rule file is printed unless given).")
@@ -25,8 +25,6 @@ SHARE_FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
               help="A preference pack, or a rule file for AGENTS.md, CLAUDE.md or a Cursor rule (.mdc).")
 @click.option("--min-weight", type=click.FloatRange(0, 1), default=0.3, show_default=True,
               help="Rule files: leave out learnings weighing less than this.")
-@json_option
-@click.pass_obj
 def export(state: State, skill: str, output: str | None, fmt: str, min_weight: float, as_json: bool) -> None:
     """Write SKILL's learnings and issues as a preference pack or as a rule file.
 
@@ -54,7 +52,7 @@ def export(state: State, skill: str, output: str | None, fmt: str, min_weight: f
     emit(state, as_json, result, human)
 
 
-@main.command(name="import")
+@command(name="import")
 @click.argument("skill")
 @click.argument("source", metavar="PACK")
 @click.option("--merge", "mode", flag_value="merge", default=True,
@@ -63,8 +61,6 @@ def export(state: State, skill: str, output: str | None, fmt: str, min_weight: f
 @click.option("--dry-run", is_flag=True, help="Only report what the import would do.")
 @click.option("--from", "fmt", type=click.Choice(SHARE_FORMATS[1:]),
               help="PACK is a rule file (AGENTS.md, CLAUDE.md, Cursor .mdc) rather than a pack.")
-@json_option
-@click.pass_obj
 def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt: str | None,
             as_json: bool) -> None:
     """Import a preference pack (or a rule file) into SKILL, in one commit.
@@ -103,9 +99,7 @@ def import_(state: State, skill: str, source: str, mode: str, dry_run: bool, fmt
     emit(state, as_json, result, human)
 
 
-@main.command(name="list")
-@json_option
-@click.pass_obj
+@command(name="list")
 def list_(state: State, as_json: bool) -> None:
     """List the skills that have a store, with their entry counts."""
     result = api.list_stores(config=state.config())
@@ -119,11 +113,9 @@ def list_(state: State, as_json: bool) -> None:
     emit(state, as_json, result, human)
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.argument("entry_id", metavar="[ID]", required=False)
-@json_option
-@click.pass_obj
 def show(state: State, skill: str, entry_id: str | None, as_json: bool) -> None:
     """Print SKILL's learnings and issues (or just entry ID) with their metadata."""
     result = api.show(skill, entry_id, config=state.config())
@@ -144,22 +136,18 @@ def show(state: State, skill: str, entry_id: str | None, as_json: bool) -> None:
     emit(state, as_json, result, human)
 
 
-@main.command()
+@command()
 @click.argument("skill")
-@json_option
-@click.pass_obj
 def path(state: State, skill: str, as_json: bool) -> None:
     """Print the directory of SKILL's store (e.g. cd "$(git whetstone path great-tables)")."""
     result = api.path(skill, config=state.config())
     emit(state, as_json, result, lambda r: click.echo(r["path"]))
 
 
-@main.command(context_settings={"ignore_unknown_options": True})
+@command(context_settings={"ignore_unknown_options": True})
 @click.argument("skill")
 @click.argument("git_args", nargs=-1, type=click.UNPROCESSED, metavar="[GIT LOG ARGS]...")
 @click.option("-n", "--max-count", type=int, default=20, show_default=True, help="How many commits.")
-@json_option
-@click.pass_obj
 def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_json: bool) -> None:
     """Show the history of SKILL's store (git log; extra arguments go to git log).
 
@@ -176,11 +164,9 @@ def log(state: State, skill: str, git_args: tuple[str, ...], max_count: int, as_
     raise SystemExit(subprocess.call(args))
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.option("--staged", is_flag=True, help="Check what is staged for the next commit instead of the work tree.")
-@json_option
-@click.pass_obj
 def validate(state: State, skill: str, staged: bool, as_json: bool) -> None:
     """Check SKILL's learnings and issues: one 'path:line: message' per problem.
 
@@ -205,15 +191,11 @@ def validate(state: State, skill: str, staged: bool, as_json: bool) -> None:
             click.echo(f"{r['skill']}: {count(len(r['errors']), 'problem')} in {r['files']} {where}", err=True)
         if r.get("hint"):
             click.echo(f"hint: {r['hint']}", err=True)
-    emit(state, as_json, result, human)
-    if not result["valid"]:
-        raise SystemExit(1)
+    emit(state, as_json, result, human, ok=result["valid"])
 
 
-@main.command()
+@command()
 @click.argument("skill")
-@json_option
-@click.pass_obj
 def reindex(state: State, skill: str, as_json: bool) -> None:
     """Throw SKILL's index away and rebuild it from the markdown.
 
@@ -227,12 +209,10 @@ def reindex(state: State, skill: str, as_json: bool) -> None:
         f"{count(r['scopes'], 'scope')} ({r['backend']})"))
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.argument("scope", required=False)
 @click.option("--issue", is_flag=True, help="Edit (or start) SCOPE's issues file rather than its learnings.")
-@json_option
-@click.pass_obj
 def edit(state: State, skill: str, scope: str | None, issue: bool, as_json: bool) -> None:
     """Edit SKILL's markdown in $VISUAL or $EDITOR, then validate and commit it.
 
@@ -262,9 +242,7 @@ def edit(state: State, skill: str, scope: str | None, issue: bool, as_json: bool
             click.echo(r["message"], err=True)
         else:
             click.echo(f"{r['status']}: {r['message']}")
-    emit(state, as_json, result, human)
-    if result["status"] == "aborted":
-        raise SystemExit(1)
+    emit(state, as_json, result, human, ok=result["status"] != "aborted")
 
 
 @main.group(name="hooks")
@@ -283,10 +261,8 @@ def _hooks_options(command: Callable) -> Callable:
     return click.argument("skill", required=False)(command)
 
 
-@hooks_group.command(name="install")
+@command(hooks_group, name="install")
 @_hooks_options
-@json_option
-@click.pass_obj
 def hooks_install(state: State, skill: str | None, every: bool, force: bool, as_json: bool) -> None:
     """Install the hooks in SKILL's store (or every store with --all).
 
@@ -298,24 +274,18 @@ def hooks_install(state: State, skill: str | None, every: bool, force: bool, as_
       git whetstone hooks install --all
     """
     result = api.install_hooks(skill, every, force, config=state.config())
-    emit(state, as_json, result, show_hooks)
-    if not result["ok"]:
-        raise SystemExit(1)
+    emit(state, as_json, result, show_hooks, ok=result["ok"])
 
 
-@hooks_group.command(name="uninstall")
+@command(hooks_group, name="uninstall")
 @_hooks_options
-@json_option
-@click.pass_obj
 def hooks_uninstall(state: State, skill: str | None, every: bool, force: bool, as_json: bool) -> None:
     """Remove whetstone's hooks from SKILL's store (or every store), restoring chained ones.
 
     Only whetstone's shims are removed; attach will not put them back until hooks install.
     """
     result = api.uninstall_hooks(skill, every, force, config=state.config())
-    emit(state, as_json, result, show_hooks)
-    if not result["ok"]:
-        raise SystemExit(1)
+    emit(state, as_json, result, show_hooks, ok=result["ok"])
 
 
 @main.command(hidden=True, context_settings={"ignore_unknown_options": True})
@@ -331,13 +301,11 @@ def hook(name: str, args: tuple[str, ...]) -> None:
     raise SystemExit(status)
 
 
-@main.command()
+@command()
 @click.argument("skill")
 @click.argument("action", required=False, metavar="[add URL | remove NAME | list]")
 @click.argument("target", required=False, metavar="")
 @click.option("--name", metavar="NAME", help="The name to give the remote with add (default: origin).")
-@json_option
-@click.pass_obj
 def remote(state: State, skill: str, action: str | None, target: str | None, name: str | None,
            as_json: bool) -> None:
     """Add, remove or list the git remotes SKILL's store syncs with.
@@ -369,13 +337,11 @@ def remote(state: State, skill: str, action: str | None, target: str | None, nam
     emit(state, as_json, result, human)
 
 
-@main.command()
+@command()
 @click.argument("skill", required=False)
 @click.option("--all", "every", is_flag=True, help="Every store under the store root, the global layer too.")
 @click.option("--remote", "remote_name", metavar="NAME",
               help="The remote to sync with (default: the branch's upstream, then origin, then the only one).")
-@json_option
-@click.pass_obj
 def sync(state: State, skill: str | None, every: bool, remote_name: str | None, as_json: bool) -> None:
     """Fetch, merge and push SKILL's store (or every store) through its git remote.
 
@@ -395,9 +361,7 @@ def sync(state: State, skill: str | None, every: bool, remote_name: str | None, 
     def human(r: dict[str, Any]) -> None:
         for one in r["stores"]:
             click.echo(one["message"], err=one["status"] in ("conflict", "failed"))
-    emit(state, as_json, result, human)
-    if not result["ok"]:
-        raise SystemExit(1)
+    emit(state, as_json, result, human, ok=result["ok"])
 
 
 @main.command(name="merge-driver", hidden=True)
@@ -416,11 +380,9 @@ def merge_driver(kind: str, base: str, ours: str, theirs: str, marker_size: str,
     raise SystemExit(api.run_driver(kind, base, ours, theirs, marker_size, path))
 
 
-@main.command(name="install-man")
+@command(name="install-man")
 @click.option("--dir", "directory", metavar="DIR", help="Where to put git-whetstone.1 "
               "(default: ~/.local/share/man/man1, searched by man when ~/.local/bin is on PATH).")
-@json_option
-@click.pass_obj
 def install_man(state: State, directory: str | None, as_json: bool) -> None:
     """Copy the man page where man finds it, for installs that did not put it there.
 

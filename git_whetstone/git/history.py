@@ -1,9 +1,6 @@
-"""What a store's history says: the one reader of `git log` (its commits, and the ids they held).
-
-Ids are never reused, so minting (a fresh clone, a corrupt next_ids.json), settling a merge and
-`metrics` all need to know which ids any commit ever held. One pass of `git log -p --unified=0`
-over `learnings/` and `issues/` answers all three. `commits` lists the commits themselves (what
-`log --json` and the report show).
+"""What a store's history says: the one reader of `git log`. Ids are never reused, so minting, settling
+a merge and `metrics` need the ids any commit ever held: one pass of `git log -p --unified=0` over the
+scope folders (`id_history`); `commits` lists the commits themselves.
 """
 from __future__ import annotations
 

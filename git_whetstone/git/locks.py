@@ -116,8 +116,6 @@ def git_running_in(repo: Path) -> bool | None:
     return False
 
 
-
-
 def clear_stale_git_locks(repo: Path) -> list[str]:
     """Remove git's lock files (.git/index.lock, HEAD.lock, a branch's .lock, …) when the git that
     made them is gone: killed before it could clean up, it leaves them behind and every later git

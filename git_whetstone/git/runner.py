@@ -1,8 +1,6 @@
 """The one way whetstone runs the real `git` binary, so hooks, signing and config behave as git does.
-
-Environment that a surrounding git process sets (GIT_DIR, GIT_INDEX_FILE, … when whetstone runs
-inside a hook) is dropped so each call talks to the store it names and nothing else, unless the
-caller is a hook that must see exactly what git is committing (`inherit`).
+The environment a surrounding git sets (GIT_DIR, GIT_INDEX_FILE, … in a hook) is dropped, unless the
+caller is a hook that must see what git is committing (`inherit`).
 """
 from __future__ import annotations
 
@@ -74,25 +72,26 @@ def last_line(proc: subprocess.CompletedProcess) -> str:
 _CONFIGURED: set[str] = set()
 
 
-def _identity_fallback(repo: str) -> tuple[tuple[str, str], ...]:
-    """Environment that gives commits a whetstone identity where the user configured none. Only a
-    configured identity is remembered: a user who configures git later is picked up at once."""
+def _writing_env(repo: Path) -> dict[str, str]:
+    """The environment of whetstone's own commit: WHETSTONE_WRITING (the shims skip their work), and a
+    whetstone identity where the user configured none. Only a configured identity is remembered: a
+    user who configures git later is picked up at once."""
+    env = {"WHETSTONE_WRITING": "1"}
     have = {k for k in ("GIT_AUTHOR_NAME", "GIT_AUTHOR_EMAIL", "GIT_COMMITTER_NAME", "GIT_COMMITTER_EMAIL")
             if os.environ.get(k)}
-    if len(have) == 4 or repo in _CONFIGURED:
-        return ()
-    out = run(Path(repo), "config", "--get-regexp", r"^user\.(name|email)$", check=False).stdout
+    if len(have) == 4 or str(repo) in _CONFIGURED:
+        return env
+    out = run(repo, "config", "--get-regexp", r"^user\.(name|email)$", check=False).stdout
     configured = {line.split(" ", 1)[0] for line in out.splitlines()}
-    extra: list[tuple[str, str]] = []
     if {"user.name", "user.email"} <= configured:
-        _CONFIGURED.add(repo)
-        return ()
+        _CONFIGURED.add(str(repo))
+        return env
     for role in ("AUTHOR", "COMMITTER"):
         if "user.name" not in configured and f"GIT_{role}_NAME" not in have:
-            extra.append((f"GIT_{role}_NAME", FALLBACK_NAME))
+            env[f"GIT_{role}_NAME"] = FALLBACK_NAME
         if "user.email" not in configured and f"GIT_{role}_EMAIL" not in have:
-            extra.append((f"GIT_{role}_EMAIL", FALLBACK_EMAIL))
-    return tuple(extra)
+            env[f"GIT_{role}_EMAIL"] = FALLBACK_EMAIL
+    return env
 
 
 def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) -> None:
@@ -108,20 +107,23 @@ def commit(repo: Path, message: str, paths: list[str], hold: int | None = None) 
     # neither is skipped). Exact names, not pathspecs: `git add -A` and `git rm --cached` match
     # every pathspec against every file git tracks (3.5 s for the 6,300 files a 100k compact writes).
     run(repo, "update-index", "--add", "--remove", "-z", "--stdin", input=listed + "\0", hold=hold)
-    # Hooks run as for any commit; whetstone's own hooks know the index is already current when they
-    # see WHETSTONE_WRITING. Automatic maintenance is checked by `maybe_gc` instead of on every commit.
-    env = dict(_identity_fallback(str(repo)))
-    env["WHETSTONE_WRITING"] = "1"
+    commit_staged(repo, message, *(["--pathspec-from-file=-", "--pathspec-file-nul"] if mixed else []),
+                  input=listed if mixed else None, hold=hold)
+    maybe_gc(repo)
+
+
+def commit_staged(repo: Path, message: str, *args: str, input: str | None = None, hold: int | None = None) -> None:
+    """Commit what is staged, as it stands (how a merge is concluded: git refuses to name paths
+    then), as whetstone's own write. Hooks run as for any commit; automatic maintenance is checked
+    by `maybe_gc` instead of on every commit."""
     note = repo / ".git" / "WHETSTONE_COMMIT_MSG"  # a file: a compaction's message outgrows argv
     note.write_text(message, encoding="utf-8")
     try:
-        run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-F", str(note),
-            *(["--pathspec-from-file=-", "--pathspec-file-nul"] if mixed else []),
-            input=listed if mixed else None, env=env, hold=hold)
+        run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-F", str(note), *args,
+            input=input, env=_writing_env(repo), hold=hold)
     finally:
         note.unlink(missing_ok=True)
     _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
-    maybe_gc(repo)
 
 
 # git's index (.git/index) as this process left it after its last commit, per repository: while
@@ -146,20 +148,6 @@ def _staged_elsewhere(repo: Path, paths: list[str]) -> bool:
     return others.returncode != 0 or bool(set(others.stdout.split("\0")) - {"", *paths})
 
 
-def commit_staged(repo: Path, message: str) -> None:
-    """Commit what is staged, as it stands: how a merge is concluded (git refuses to name paths
-    then). Whetstone's own write, as `commit` is: the shims skip their work for it."""
-    env = dict(_identity_fallback(str(repo)))
-    env["WHETSTONE_WRITING"] = "1"
-    note = repo / ".git" / "WHETSTONE_COMMIT_MSG"
-    note.write_text(message, encoding="utf-8")
-    try:
-        run(repo, "-c", "maintenance.auto=false", "commit", "-q", "--no-edit", "-F", str(note), env=env)
-    finally:
-        note.unlink(missing_ok=True)
-    _CLEAN_INDEX[str(repo)] = _index_stamp(repo)
-
-
 # What git leaves in .git while an operation waits for the user, and the operation's name.
 _PENDING = (("MERGE_HEAD", "merge"), ("rebase-merge", "rebase"), ("rebase-apply", "rebase"),
             ("CHERRY_PICK_HEAD", "cherry-pick"), ("REVERT_HEAD", "revert"))
@@ -176,9 +164,8 @@ def in_progress(repo: Path) -> str | None:
 def revert_head(repo: Path) -> None:
     """Undo the last commit with a new one (as whetstone's own write, whatever identity the user
     has); if git cannot, leave the repository as it was and say so."""
-    env = dict(_identity_fallback(str(repo)))
-    env["WHETSTONE_WRITING"] = "1"
-    proc = run(repo, "-c", "maintenance.auto=false", "revert", "--no-edit", "HEAD", check=False, env=env)
+    proc = run(repo, "-c", "maintenance.auto=false", "revert", "--no-edit", "HEAD", check=False,
+               env=_writing_env(repo))
     if proc.returncode != 0:
         run(repo, "revert", "--abort", check=False)
         raise WhetstoneError(f"could not revert the last commit in {repo}: "

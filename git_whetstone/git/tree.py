@@ -1,8 +1,5 @@
-"""The scope files as git holds them: staged for the next commit, committed in a revision, or named
-by a diff. The pre-commit hook checks exactly the blobs git is about to commit (through the index
-git names in GIT_INDEX_FILE, which `git commit -a` and `git commit PATH` point at a temporary one:
-`inherit` keeps it), post-commit what was committed, and a recall serves the last committed
-version of a file that fails validation on disk.
+"""The scope files as git holds them: staged for the next commit (through the index a hook is given in
+GIT_INDEX_FILE: `inherit`), committed in a revision, or named by a diff.
 """
 from __future__ import annotations
 
@@ -82,13 +79,10 @@ def uncommitted(repo: Path, rels: list[str]) -> list[str]:
 
 
 def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, bool, str | None]]:
-    """Each of `rels` as it is on disk, against HEAD: (its bytes, None when absent; whether HEAD
-    holds exactly that, absent counting as absent; the id of the blob HEAD holds it as, when it
-    does and the file exists). Read in-process (dulwich), so a write pays no git process; each
-    folder's tree is read once and a file compared by its blob id (a compact rewrites thousands of
-    files of one folder), looked up by name in the parsed tree: listing a folder of 10,000 scope
-    files in order took 20-40 ms of a capture's write. Outside a repository, every file counts as
-    held, with no blob."""
+    """Each of `rels` on disk against HEAD: (its bytes, None when absent; whether HEAD holds exactly that;
+    HEAD's blob id for it, when it does and the file exists). Read in-process (dulwich: a write pays no
+    git process), each folder's tree once, a file compared by blob id. Outside a repository every file
+    counts as held, with no blob."""
     from dulwich.errors import NotGitRepository, NotTreeError
     from dulwich.objects import Blob, SubmoduleEncountered, Tree
     from dulwich.object_store import tree_lookup_path

@@ -1,30 +1,17 @@
-"""context: the rules an agent host adds to the model's context before a prompt, so they apply even
-when the agent forgets to call recall.
+"""context: the rules an agent host's prompt hook (`git whetstone context`, a hook's JSON on stdin)
+adds to the model's context, so they apply even when the agent forgets to call recall.
 
-A host's prompt hook (Claude Code's `UserPromptSubmit`, `SessionStart`) runs `git whetstone
-context` with a JSON object on stdin and adds what it prints to the context. Three questions:
-
-- **which skills**: the ones named; else the ones a `.whetstone.toml` lists for the project (the
-  first found from the hook's `cwd` upwards: `skills = ["sql-queries"]`); else the attached skills
-  whose stores match the prompt well enough (`match_score`: the mean relevance of a store's three
-  entries nearest to the prompt, as recall measures relevance) — at least `SKILL_BAR`, at most
-  `MATCHED_SKILLS` of them, best first;
-- **what**: for a prompt, what recall returns for each skill (its always-on rules, its MUST rules,
-  its relevant learnings with ids and weights; a fallback is no match and is left out); at session
-  start, with no task to match, the always-on rules only, and only for skills named or listed for
-  the project;
-- **how much**: one plain-text block of at most `MAX_CHARS`, the mandatory rules first; what does
-  not fit is counted, never silently dropped.
-
-Each skill recalled records its recall event (`metrics` and `doctor` see the loop alive). Nothing
-applies, nothing is printed. Bad input is a `WhetstoneError`; a store that fails is a warning and
-the other skills still answer.
+The skills are those named, else those a `.whetstone.toml` lists (from the hook's `cwd` upwards),
+else the stores that match the prompt (`match_score`). For a prompt, each skill's recall (a fallback
+is no match); at session start, the always-on rules of the skills named or listed. One block of at
+most `MAX_CHARS`, mandatory rules first; what does not fit is counted. A store that fails is a
+warning, and the other skills still answer.
 """
 from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -113,13 +100,10 @@ def project_skills(cwd: Path | None) -> tuple[Path | None, list[str], list[str]]
 
 
 def match_score(ws: Workspace, store: Store, queries: np.ndarray) -> float:
-    """How well `store` matches a prompt: the mean relevance of its MATCH_TOP entries nearest to
-    the prompt (each entry's best over the prompt's clauses, recall's mix of scope and text); -1
-    for a store with no entries. Three entries rather than the best one: a single stray word meets
-    one entry of many a store (held-out split, static: 87% of on-topic queries get their own skill
-    at the fitted bar, against 82% with the best entry alone or the best five). A store of fewer
-    than ten entries per entry counted counts fewer (a new store of three rules, one of them on
-    the task, is not drowned by the other two)."""
+    """How well `store` matches a prompt: the mean relevance (recall's mix of scope and text, best over
+    the clauses) of its MATCH_TOP entries nearest to it, -1 for an empty store. Three entries, not the
+    best one: a stray word meets one entry of many a store. A store of fewer than ten entries per entry
+    counted counts fewer (a new store's one rule on the task is not drowned by the other two)."""
     snap = ws.snapshot(store)
     if not snap.count:
         return -1.0
@@ -178,12 +162,12 @@ def context(skills: list[str] | tuple[str, ...] = (), hook: str | None = None, i
     ws = Workspace.of(config)
     if hook is not None:
         said = read_hook(hook)
+    elif isinstance(intent, str) and intent.strip():
+        said = Hook("intent", intent)
     else:
-        if not isinstance(intent, str) or not intent.strip():
-            raise WhetstoneError("give a host hook's JSON on stdin, or --intent TEXT")
-        said = Hook("intent", intent, None)
+        raise WhetstoneError("give a host hook's JSON on stdin, or --intent TEXT")
     if said.cwd is None and cwd:
-        said = Hook(said.event, said.prompt, Path(cwd), said.source)
+        said = replace(said, cwd=Path(cwd))
     task = _as_intent(said.prompt) if said.prompt is not None else None
     warnings: list[str] = []
     result: dict[str, Any] = {"event": said.event, "skills": [], "chosen_by": None, "project_file": None,

@@ -1,15 +1,7 @@
-"""A host's settings file with whetstone's prompt hooks in it, so the host runs `git whetstone
-context` before every prompt and when a session starts.
-
-Claude Code reads hooks from `.claude/settings.json` in the project (here: the git top level of
-the current directory, where `claude` is started and the file is committed; the current
-directory outside a repository) and from `~/.claude/settings.json` (`$HOME` is honoured). Our
-entries are one command hook under `UserPromptSubmit` and one under `SessionStart`, known by their
-command. Installing adds what is missing, removing takes out only ours (and a group or event list
-left empty by that); both leave the file alone when nothing changes. Every other key, hook and
-value keeps its place and order; the file is written back with the indentation it had, so a file
-laid out as Claude Code writes it changes only where ours go. A file that is not a JSON object is
-refused and left as it is.
+"""A host's settings file with whetstone's prompt hooks in it (Claude Code's `.claude/settings.json`,
+the project's or `~/.claude`'s): one command hook under `UserPromptSubmit` and one under
+`SessionStart`, known by their command. Only ours are added or taken out; every other key keeps its
+place and the file its indentation. A file that is not a JSON object is refused and left as it is.
 """
 from __future__ import annotations
 

@@ -1,10 +1,6 @@
-"""The merge drivers git runs for a store's files (SPEC §7, sync): scope files block by block
-(`format.merging.merge_scope`), next_ids.json to the per-key maximum.
-
-The drivers are configured per clone: a `merge.<name>.driver` command in .git/config and the
-attributes that select it in .git/info/attributes. Git never clones either, so installing both
-together, with the hooks, is what makes a clone merge this way. The command calls back into the
-whetstone that installed it (`git whetstone merge-driver`), as the hook shims do.
+"""The merge drivers git runs for a store's files (SPEC §7): scope files block by block, next_ids.json
+to the per-key maximum. Git clones neither the `merge.<name>.driver` config nor .git/info/attributes,
+so they are installed with the hooks, and call back into the installing whetstone as the shims do.
 """
 from __future__ import annotations
 

@@ -1,23 +1,9 @@
 """The store's git hooks (SPEC §7): installing and uninstalling the shims, and the work they call.
 
-The shims (the top-level `hooks/` directory, shipped as the package's `_hooks/`) are tiny sh
-scripts. Each runs the hook it replaced, if any (kept beside it as `<name>.whetstone-chained`),
-returns at once for whetstone's own commits (WHETSTONE_WRITING=1: no Python starts), does nothing
-outside a store, and otherwise execs `git whetstone hook <name>`, through the whetstone that
-installed it: the absolute path of its `git-whetstone` (or of its Python) is written into the
-installed copy, with `git-whetstone` on PATH as the fallback.
-
-- pre-commit checks the staged scope files (`format.checks`) and refuses the commit with
-  `path:line: message` lines;
-- post-commit, post-merge and post-rewrite bring the index up to date, raise the store's id
-  high-water mark over ids written by hand (`Store.keep_ids`), and warn when what was committed is
-  invalid. They never fail the git operation. After a plain `git merge` or `git pull`, post-merge
-  first re-mints ids both sides minted (`settle.settle_head`), in a commit of its own; after a
-  rebase (`git pull --rebase`), post-rewrite does the same.
-
-Installing the hooks also installs the store's merge drivers (`drivers.install_drivers`).
-
-Hooks are a speed-up, not the source of truth: every read checks the index's freshness itself.
+A shim (the top-level `hooks/`, shipped as `_hooks/`) runs the hook it replaced, if any (kept as
+`<name>.whetstone-chained`), returns at once for whetstone's own commits (WHETSTONE_WRITING=1) and
+outside a store, and otherwise execs `git whetstone hook <name>` through the whetstone that installed
+it. Hooks are a speed-up, not the source of truth: every read checks the index's freshness itself.
 """
 from __future__ import annotations
 
@@ -27,7 +13,7 @@ import shlex
 import sys
 from pathlib import Path
 from typing import Any
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ...base import resources
 from ...base.config import Config, load
@@ -110,11 +96,9 @@ def _start(store: Store, status: str, force: bool, refusal: str) -> tuple[Path, 
 
 
 def install_store(store: Store, *, force: bool = False) -> dict[str, Any]:
-    """Put whetstone's shims into `store`'s hooks directory. A foreign hook is moved aside to
-    `<name>.whetstone-chained` and run by the shim before whetstone's work; a shim already there is
-    brought up to date. `status` is "installed"; "partial" when a foreign hook could not be chained
-    (its `.whetstone-chained` name is taken); "refused" when the directory is shared with other
-    repositories and `force` is not given."""
+    """Put whetstone's shims (and the merge drivers) into `store`: a foreign hook is chained, a shim
+    already there brought up to date. `status` is "installed"; "partial" when a foreign hook could not
+    be chained; "refused" when the directory is shared with other repositories and `force` is not given."""
     hooks_dir, result = _start(store, "installed", force, f"hooks not installed: {{shared}} (git whetstone hooks "
                                f"install {store.skill} --force writes there anyway; its shims do nothing outside "
                                f"a store)")
@@ -196,28 +180,27 @@ def ensure(store: Store) -> list[str]:
         return [f"hooks not installed: {exc.message}"]
 
 
-def _stores(skill: str | None, every: bool, config: Config) -> list[Store]:
+def _each(act: Callable[..., dict[str, Any]], done: str, skill: str | None, every: bool, force: bool,
+          config: Config | None) -> dict[str, Any]:
+    """`act` on SKILL's store or on every store: their results, `ok` when each one's status is `done`."""
+    config = Workspace.of(config).config
     if every == (skill not in (None, "")):
         raise WhetstoneError("give a SKILL or --all")
-    if every:
-        return [Store.open(config, name) for name in list_skills(config)]
-    store = Store.open(config, skill)
-    store.require()
-    return [store]
+    names = list_skills(config) if every else [skill]
+    stores = [act(Store.open(config, name), force=force) for name in names]
+    return {"stores": stores, "ok": all(s["status"] == done for s in stores)}
 
 
 def install(skill: str | None = None, every: bool = False, force: bool = False, *,
             config: Config | None = None) -> dict[str, Any]:
     """`git whetstone hooks install SKILL | --all`: install the shims in one store or all of them."""
-    stores = [install_store(store, force=force) for store in _stores(skill, every, Workspace.of(config).config)]
-    return {"stores": stores, "ok": all(s["status"] == "installed" for s in stores)}
+    return _each(install_store, "installed", skill, every, force, config)
 
 
 def uninstall(skill: str | None = None, every: bool = False, force: bool = False, *,
               config: Config | None = None) -> dict[str, Any]:
     """`git whetstone hooks uninstall SKILL | --all`: remove the shims, restoring chained hooks."""
-    stores = [uninstall_store(store, force=force) for store in _stores(skill, every, Workspace.of(config).config)]
-    return {"stores": stores, "ok": all(s["status"] == "uninstalled" for s in stores)}
+    return _each(uninstall_store, "uninstalled", skill, every, force, config)
 
 
 def status(store: Store) -> dict[str, Any]:
@@ -241,9 +224,8 @@ def status(store: Store) -> dict[str, Any]:
 # --- running them ------------------------------------------------------------------------------------
 
 def run_hook(name: str, args: list[str], repo: Path | None = None, progress: Progress | None = None) -> int:
-    """What a shim runs (`git whetstone hook NAME ARGS`), in the repository git runs hooks in (the
-    top of the work tree). Returns the exit status: 1 only when pre-commit refuses the commit.
-    `progress(done, total)` hears how a refresh of the index goes (a merge that changed many files)."""
+    """What a shim runs (`git whetstone hook NAME ARGS`), in the top of the work tree. Returns the exit
+    status: 1 only when pre-commit refuses the commit."""
     repo = Path.cwd() if repo is None else repo
     if not ((repo / ".git").exists() and (repo / "next_ids.json").is_file()):
         return 0  # not a whetstone store: the shim lives in a shared hooks directory
@@ -288,8 +270,9 @@ def pre_commit(repo: Path) -> int:
 
 
 def post_change(repo: Path, name: str, args: Sequence[str] = (), progress: Progress | None = None) -> None:
-    """After a commit, merge or rewrite: warn about invalid files the change brought in, keep ids
-    written by hand from being minted again, and bring the index up to date (when there is one)."""
+    """After a commit, merge or rewrite: re-mint ids both sides minted (a merge or a rebase), warn about
+    invalid files the change brought in, keep ids written by hand from being minted again, and bring
+    the index up to date."""
     try:
         config = load()
     except WhetstoneError as exc:
@@ -329,10 +312,8 @@ def post_change(repo: Path, name: str, args: Sequence[str] = (), progress: Progr
 
 
 def refresh_index(store: Store, ws: Workspace) -> list[str]:
-    """Bring the store's index up to date after a change git made, if it has one; any notice.
-    With no index yet, building one is the first read's job; and this never loads a model (the
-    sentence-transformers backend takes seconds to start), so only the hashing and static backends
-    (numpy and a table read in tens of milliseconds) refresh here."""
+    """Bring the store's index up to date after a change git made, if it has one; any notice. Only the
+    hashing and static backends refresh here: the hook never waits seconds for a model to load."""
     if not (store.path / "index.sqlite").exists() or ws.config.embedding_backend not in ("hashing", "static"):
         return []
     snap = ws.snapshot(store)
@@ -340,9 +321,8 @@ def refresh_index(store: Store, ws: Workspace) -> list[str]:
 
 
 def reindex(skill: str, *, config: Config | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """Drop SKILL's index and rebuild it from the markdown: what the post-commit hook does, from
-    scratch. Also raises the id high-water mark over every id in the store. `progress(done, total)`
-    hears how the build goes."""
+    """Drop SKILL's index and rebuild it from the markdown, and raise the id high-water mark over every
+    id in the store."""
     ws = Workspace.of(config, progress)
     store = ws.store(skill, must_exist=True)
     forget(store)

@@ -1,8 +1,5 @@
 """A store's git remotes (`git whetstone remote SKILL add URL | remove NAME | list`): any git remote
-carries a store, a bare repository on disk, ssh or https, with no server of whetstone's own.
-
-`add` on a machine without the store clones it (or, from an empty remote, starts one that the
-first sync pushes); on an existing store it only records the remote.
+carries a store. `add` on a machine without the store clones it (or starts it, from an empty remote).
 """
 from __future__ import annotations
 
@@ -30,11 +27,8 @@ _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
 
 def remote(skill: str, action: str | None = None, target: str | None = None, name: str | None = None, *,
            config: Config | None = None) -> dict[str, Any]:
-    """`git whetstone remote SKILL [add URL | remove NAME | list]`.
-
-    add: record URL as the store's remote `name` (default origin). Where the store does not exist
-    yet, it is cloned from URL, or created when URL is an empty repository. remove: forget remote
-    NAME. list (the default): the store's remotes."""
+    """`git whetstone remote SKILL [add URL | remove NAME | list]`: add records URL as remote `name`
+    (default origin), cloning or creating the store where there is none yet."""
     store = Workspace.of(config).store(skill)
     action = action or "list"
     if action == "add":

@@ -1,26 +1,16 @@
 """Settling a merged store: every id claimed once, next_ids.json above every id either side used.
 
-Git merges a store file by file (`drivers`), but ids must be unique per store, so once git has
-merged, `settle` looks at the merged store as a whole: two copies of an entry that existed before
-(moved on one side, changed on the other) become one; two different entries minted under the same
-id on two machines keep it for one of them (the one whose minting commit is older, by its author
-time, which a rebase keeps; then the smaller content hash) and the other is re-minted above every id either side ever used, with the rename recorded in its
-provenance. The outcome depends only on the two sides and their history, never on which side is
-"ours", so both machines end up with the same ids whichever of them merged.
-
-A `differs_from` that names a re-minted id follows the entry it was written about (`_follow`): a
-reference is written beside the entry it names, so it means the copy held on every side that holds
-the reference (the re-minted one: the reference moves to the new id), and when both copies are
-held there (a rebase's side holds both), the copy held on exactly those sides. A reference each
-side wrote beside its own copy names both; one that no side shows, or the sides cannot tell
-apart, stays as it is.
-
-sync settles the merges it makes; the post-merge hook settles a plain `git merge` or `git pull`
-(`settle_head`) in a commit of its own.
+Two copies of an entry that existed before the merge (moved on one side, changed on the other)
+become one. Two entries minted under one id on two machines: the one whose minting commit is older
+(author time, which a rebase keeps; then the smaller content hash) keeps it, the other is re-minted
+above every id either side ever used, the rename in its provenance. The outcome never depends on
+which side is "ours", so both machines get the same ids. A `differs_from` naming a re-minted id
+follows the copy it was written beside (`_follow`).
 """
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -50,9 +40,8 @@ class Settlement:
 
 def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | None,
            current_ids: str | None = None) -> Settlement:
-    """Make the ids of a merged store unique (see the module docstring). `files` are the merged
-    scope files, `parents` the commits merged (their histories say which ids were ever used),
-    `base` their merge base (None for unrelated histories)."""
+    """Make the ids of the merged scope files `files` unique; `parents` are the commits merged, `base`
+    their merge base (None for unrelated histories)."""
     split = {rel: pieces(text, rel) for rel, text in sorted(files.items())}
     claims: dict[str, list[tuple[str, int]]] = defaultdict(list)
     for rel, parts in split.items():
@@ -163,9 +152,9 @@ def _fold_copies(bid: str, copies: list[tuple[str, int, Piece]], before: tuple[s
 
 def _follow(repo: Path, parents: list[str], split: dict[str, list[Piece]], contested: dict[str, list[Block]],
             renamed: dict[tuple[str, int], tuple[Block, str]]) -> None:
-    """Point every `differs_from` that names a re-minted id at the copy it was written about (see
-    the module docstring), judged from the merged sides' trees, read only when such a reference
-    exists."""
+    """Point every `differs_from` that names a re-minted id at the copy it was written about: the copy
+    held on every side that holds the reference (and, when several are, on exactly those sides); one
+    each side wrote beside its own copy names both; otherwise it stays."""
     moved = {id(block): to for block, to in renamed.values()}  # (each re-minted block is one of `contested`'s)
     copies = {bid: [(copy, moved.get(id(copy), bid)) for copy in found] for bid, found in contested.items()}
     citing = [(rel, index, piece.block) for rel, parts in split.items() for index, piece in enumerate(parts)
@@ -195,13 +184,19 @@ def _follow(repo: Path, parents: list[str], split: dict[str, list[Piece]], conte
             split[rel][index] = _reparsed(edits.with_differs(block, named).rstrip("\n"), rel)
 
 
-def _side_blocks(repo: Path, commit: str) -> dict[str, list[Block]]:
-    """The blocks of a commit's scope files, by id (an id may be claimed twice: a rebase's side)."""
-    found: dict[str, list[Block]] = defaultdict(list)
+def _commit_blocks(repo: Path, commit: str) -> Iterator[tuple[str, Block]]:
+    """The blocks of a commit's scope files, each with its file."""
     for rel, data in tree.commit_files(repo, commit).items():
         for piece in pieces(data.decode("utf-8", "replace"), rel):
             if piece.block is not None:
-                found[piece.block.id].append(piece.block)
+                yield rel, piece.block
+
+
+def _side_blocks(repo: Path, commit: str) -> dict[str, list[Block]]:
+    """The blocks of a commit, by id (an id may be claimed twice: a rebase's side)."""
+    found: dict[str, list[Block]] = defaultdict(list)
+    for _, block in _commit_blocks(repo, commit):
+        found[block.id].append(block)
     return found
 
 
@@ -223,13 +218,9 @@ def _id_order(bid: str) -> tuple[str, int]:
 
 
 def _base_blocks(repo: Path, base: str | None) -> dict[str, tuple[str, Block]]:
-    if not base:
-        return {}
     found: dict[str, tuple[str, Block]] = {}
-    for rel, data in tree.commit_files(repo, base).items():
-        for piece in pieces(data.decode("utf-8", "replace"), rel):
-            if piece.block is not None:
-                found.setdefault(piece.block.id, (rel, piece.block))
+    for rel, block in _commit_blocks(repo, base) if base else ():
+        found.setdefault(block.id, (rel, block))
     return found
 
 
@@ -241,14 +232,9 @@ def _date_of(repo: Path, parents: list[str]) -> str:
 
 
 def settle_head(store: Store, rebased: bool = False) -> list[str]:
-    """After a plain `git merge` or `git pull` (the post-merge hook), or a `git rebase` / `git pull
-    --rebase` (post-rewrite, `rebased`): if the result left an id claimed twice, or next_ids.json
-    below the ids either side used, fix it in one more commit, and say which ids were re-minted in
-    events.jsonl. Returns what was done, for the hook to say.
-
-    A rebase leaves no merge commit: its two sides are the rebased HEAD (the upstream with this
-    machine's commits replayed on it) and ORIG_HEAD (this machine's commits before), and their
-    merge base is where the two machines parted."""
+    """After a plain `git merge` or `git pull` (post-merge), or a rebase (post-rewrite, `rebased`): fix
+    ids claimed twice, or next_ids.json below the ids used, in one more commit. Returns what was done.
+    A rebase's two sides are the rebased HEAD and ORIG_HEAD."""
     repo = store.path
     if rebased:
         before = runner.run(repo, "rev-parse", "--verify", "-q", "ORIG_HEAD", check=False).stdout.strip()

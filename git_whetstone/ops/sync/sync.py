@@ -1,17 +1,7 @@
-"""Taste that follows you: `sync` — fetch, merge, push — a store through its git remote (see
-`remotes`), with no server of whetstone's own. For each store it:
-
-1. refuses a store with uncommitted hand edits, or one stopped half-way through a merge (a merge
-   whose conflicts are all resolved and added is concluded instead);
-2. fetches the remote's branch (outside the write lock: a capture need not wait on the network);
-3. under the write lock, fast-forwards, or merges with the store's merge drivers (`drivers`), then
-   settles the ids (`settle`) across the whole store and commits the merge — or, on a real conflict, stops
-   with the merge in progress and one line saying what to do;
-4. pushes (outside the lock); if someone pushed meanwhile, fetches and merges again.
-
-A merge, not a rebase: the commits each machine made stay as they were (their messages name the
-ids they minted, and `git revert` of a capture keeps working on every clone), and a merge's
-result depends only on the two sides, so whichever machine merges, the blocks come out the same.
+"""`git whetstone sync`: fetch, merge and push a store through its git remote (`remotes`), with no
+server of whetstone's own. A merge, not a rebase: each machine's commits stay as they were (their
+messages name the ids they minted, and `git revert` of a capture keeps working on every clone), and a
+merge's result depends only on the two sides, so whichever machine merges, the blocks come out the same.
 """
 from __future__ import annotations
 
@@ -100,10 +90,8 @@ class SyncResult:
 
 def sync(skill: str | None = None, every: bool = False, remote_name: str | None = None, *,
          config: Config | None = None, progress: Progress | None = None) -> dict[str, Any]:
-    """`git whetstone sync SKILL | --all`: fetch, merge and push each store. With --all, a store
-    without a remote is skipped and a failure is reported in its entry; `ok` is False when a store
-    stopped on a conflict or failed. `progress(done, total)` hears how a refresh of an index after a
-    merge goes."""
+    """`git whetstone sync SKILL | --all`. With --all, a store without a remote is skipped and a failure
+    is reported in its entry; `ok` is False when a store stopped on a conflict or failed."""
     ws = Workspace.of(config, progress)
     if every == (skill not in (None, "")):
         raise WhetstoneError("give a SKILL or --all")
@@ -124,7 +112,10 @@ def sync(skill: str | None = None, every: bool = False, remote_name: str | None 
 
 
 def sync_store(store: Store, remote_name: str | None, ws: Workspace, required: bool = True) -> dict[str, Any]:
-    """Sync one store with its remote (see the module docstring)."""
+    """Sync one store: refuse uncommitted edits or a half-done operation (conclude a resolved merge);
+    fetch (outside the write lock: a capture need not wait on the network); under the lock,
+    fast-forward or merge and settle the ids, or stop on a real conflict; push, and on a race go round
+    again."""
     store.require()
     repo = store.path
     result = SyncResult(store.skill, str(repo))
@@ -279,22 +270,20 @@ def _merge(store: Store, theirs: str, label: str) -> Settlement:
     if proc.returncode != 0 and runner.in_progress(repo) != "merge":
         raise WhetstoneError(f"git merge of {label} failed in {repo}: {last_line(proc)}; nothing was merged",
                              exit_code=RUNTIME)
-    return _finish(store, [runner.head(repo) or "HEAD", theirs], base)
+    return _finish(store, [runner.head(repo) or "HEAD", theirs])
 
 
 def _conclude(store: Store) -> Settlement:
     """Conclude a merge the user resolved (after a sync stopped on a conflict, or a plain git pull)."""
     repo = store.path
-    theirs = (repo / ".git" / "MERGE_HEAD").read_text().split()[0]
-    ours = runner.head(repo) or "HEAD"
-    base = runner.run(repo, "merge-base", ours, theirs, check=False).stdout.strip() or None
-    return _finish(store, [ours, theirs], base)
+    return _finish(store, [runner.head(repo) or "HEAD", (repo / ".git" / "MERGE_HEAD").read_text().split()[0]])
 
 
-def _finish(store: Store, parents: list[str], base: str | None) -> Settlement:
+def _finish(store: Store, parents: list[str]) -> Settlement:
     """Settle the ids of a merge git has made (and resolve what it left), then commit it; the
     settlement, whose `conflicts` say what stopped the commit."""
     repo = store.path
+    base = runner.run(repo, "merge-base", *parents, check=False).stdout.strip() or None
     conflicts = _resolve(store)
     current = (repo / "next_ids.json").read_text(encoding="utf-8") if (repo / "next_ids.json").exists() else None
     plan = settle(repo, worktree_texts(store), parents, base, current)

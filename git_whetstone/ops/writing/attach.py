@@ -1,9 +1,6 @@
-"""attach (SPEC §4): a skill's store, created and wired into git.
-
-Creating a store is two steps in two layers: the repository with its first commit
-(`store.create`), then its hooks and merge drivers (`hooks.ensure`). Every operation that may
-create a store (attach, capture, import, the global layer's first promotion, a first sync) goes
-through `create` here, so a store never exists without its hooks unless its owner took them out.
+"""attach (SPEC §4): a skill's store, created and wired into git. Every operation that may create a
+store goes through `create` here, so a store never exists without its hooks unless its owner took
+them out.
 """
 from __future__ import annotations
 

@@ -1,35 +1,11 @@
-"""capture (SPEC §4): turning a correction into markdown, one git commit per change.
+"""capture (SPEC §4): a correction turned into markdown, one git commit per change.
 
-A capture runs under the store's write lock and first asks the judge about the stored rules
-closest to the new one. Whetstone decides alone only when the judge is sure: the same rule again
-is reinforced (a learning) or changes nothing (an issue); a rule that says the opposite of a
-stored one is reported as a conflict, naming both, and nothing is written. A correction is never
-merged on a guess: when it is *likely* the same rule or its opposite, `balanced` and `supervised`
-return `needs_confirmation` with those look-alikes as `candidates` for the caller (an agent or a
-person) to settle; `autonomous` writes it. A rule that is only *related* to stored ones is written
-in every mode, with them named in `similar`: a note, not a question. `supervised` also asks before
-every write.
-
-The caller answers with `confirm`: `same:<id>` (the same rule: reinforce it), `replace:<id>`
-(the new rule supersedes it, one commit), `keep:<id>` (the stored rule holds: nothing written),
-`new` (a rule of its own: store it, and remember with it that the look-alikes asked about hold
-beside it, `differs_from`, so that pair is never raised again), `yes` (go ahead). The caller may
-also say it up front. `new` never stores a copy of a rule the store holds in the same words.
-
-A door may lend the judge a second opinion, `decide` (the MCP server: the host's model, asked
-through MCP sampling): in `balanced` mode, before the likely look-alikes are put to the caller,
-each is put to `decide`, nearest first, and a clear answer is acted on as the caller's would be
-(the outcome then carries `decided_by: "host-model"`). `same` decides as the judge does when it is
-sure the two are one rule (a learning reinforced, an issue left as it is; a learning stated now as
-an issue still asks before it hardens: that is a promotion, the person's call); `replaces` as
-`confirm='replace:<id>'`; `contradicts` reports the conflict (nothing written); `different` goes on
-to the next look-alike, and when every one is different the rule is written with them recorded as
-holding beside it, as `confirm='new'` does. No answer (None) for any of them leaves the question to
-the caller, as without `decide`. `supervised` never asks `decide` (the person asked to be asked),
-nor does `autonomous` (it writes).
-
-`always` marks the rule as one for every task of the skill (`- applies: always`): recall returns it
-first, every time. Said of a rule already stored, the mark is added to it in the same commit.
+The judge decides alone only when it is sure (the same rule: reinforced, or a noop for an issue; its
+opposite: a conflict, nothing written). A *likely* look-alike goes to the caller as
+`needs_confirmation` (answered with `confirm`), except in `autonomous`; a *related* one is written and
+named in `similar`. A door may lend a second opinion, `decide` (the MCP server: the host's model): in
+`balanced` mode each likely look-alike is put to it first, nearest first, and a clear answer is acted
+on as the caller's would be (`decided_by: "host-model"`); None leaves the question to the caller.
 """
 from __future__ import annotations
 
@@ -63,13 +39,8 @@ def capture(skill: str, polarity: str, body: str, scope: str, provenance: str = 
             confirm: bool | str | None = None, always: bool | None = False, *,
             config: Config | None = None, decide: Decide | None = None) -> dict[str, Any]:
     """Record a correction as a learning (taste) or an issue (always/never rule), or reinforce the
-    entry that already says it; `always` marks a rule for every task of the skill. Returns
-    `{status, entry_id, recurrence, confirmation, …}`.
-
-    `decide(body, entry)`, if given, is asked (in `balanced` mode) about each stored entry the
-    judge finds *likely* the same rule as `body` or its opposite, nearest first, before the caller
-    would be: it returns "same", "replaces", "contradicts", "different", or None when it has no
-    clear answer (then the caller is asked, as without it). See the module's docstring."""
+    entry that already says it; `always` marks a rule for every task of the skill. `decide(body,
+    entry)` answers one of VERDICTS, or None when it has no clear answer (see the module docstring)."""
     ws = Workspace.of(config)
     kind = polarity_kind(polarity)
     body, scope = clean_body(body), clean_scope(scope)
@@ -164,9 +135,7 @@ def _capture(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    f"confirm='yes' to write it.", **_mentions(found.mentioned))
     # "both hold": the answer is remembered with the new rule, so the pair is never raised again
     answered = [] if said.verb != "new" else [e for e, _ in [*filter(None, [found.decisive]), *found.likely]]
-    outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
-    outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
-    return outcome
+    return _write_new(ctx, kind, body, scope, said_by, every, answered, found.mentioned)
 
 
 def verdict_of(decide: Decide, body: str, entry: Entry) -> str | None:
@@ -197,9 +166,7 @@ def _host_decides(ctx: Context, kind: str, body: str, scope: str, said_by: str, 
             return _conflict(old, body, Judgement(CONTRADICTS, verdict.similarity, host_contradiction(verdict), True))
     # every look-alike is a different rule: stored, the pairs remembered as both holding
     answered = [e for e, _ in found.likely]
-    outcome = _write_new(ctx, kind, body, scope, said_by, every, differs=[e.id for e in answered])
-    outcome.extra.update(_mentions([(e, j) for e, j in found.mentioned if e not in answered]))
-    return outcome
+    return _write_new(ctx, kind, body, scope, said_by, every, answered, found.mentioned)
 
 
 def _mentions(mentioned: list[tuple[Entry, Judgement]]) -> dict[str, Any]:
@@ -286,13 +253,14 @@ def _as_said(ctx: Context, kind: str, body: str, scope: str, said_by: str, said:
                    {"replaced_id": old.id})
 
 
-def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool = False,
-               differs: list[str] | None = None) -> Outcome:
-    """A new entry, one commit; `differs`: the stored entries the caller said hold beside it."""
+def _write_new(ctx: Context, kind: str, body: str, scope: str, said_by: str, every: bool,
+               answered: list[Entry], mentioned: list[tuple[Entry, Judgement]]) -> Outcome:
+    """A new entry, one commit, recorded as holding beside the look-alikes `answered` (the caller
+    said so); the other look-alikes `mentioned` are named in `similar`."""
     files: dict[str, str | None] = {}
-    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every, differs=differs or ())
+    entry_id = ctx.add_block(kind, body, scope, [said_by], files, always=every, differs=[e.id for e in answered])
     ctx.commit(f"capture: add {entry_id} ({scope}{', every task' if every else ''})\n\n{body}\n", files)
     noun = "learned" if kind == "learning" else "recorded the rule"
     return Outcome("committed", entry_id, 1 if kind == "learning" else None,
                    f"Whetstone {noun} {entry_id} ({scope}{', for every task' if every else ''}): "
-                   f"{blocks.derive_title(body)}")
+                   f"{blocks.derive_title(body)}", _mentions([(e, j) for e, j in mentioned if e not in answered]))

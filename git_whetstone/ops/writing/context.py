@@ -1,7 +1,6 @@
-"""A write in progress (`Context`): the workspace, the store being written under its lock, and
-that store's fresh snapshot, with what every write needs: an entry by id, a scope file's blocks,
-the nearest stored rules with the judge's verdict, a new block, one commit. Built by
-`Workspace.writing`.
+"""A write in progress (`Context`): the workspace, the store under its lock and its fresh snapshot,
+with what every write needs: an entry by id, a file's blocks, the nearest rules judged, a new block,
+one commit.
 """
 from __future__ import annotations
 
@@ -86,9 +85,13 @@ class Context:
                                  f"before writing to it)", exit_code=RUNTIME)
         return text, parsed.blocks
 
-    def block(self, entry: Entry) -> tuple[str, blocks.Block]:
-        """The text of an entry's file and the entry's block in it."""
-        text, found = self.read(entry.path)
+    def block(self, entry: Entry, pending: dict[str, str | None] | None = None) -> tuple[str, blocks.Block]:
+        """The text of an entry's file (as `pending` holds it, when it does) and the entry's block in it."""
+        if pending is not None and entry.path in pending:
+            text = pending[entry.path] or ""
+            found = blocks.parse(text, entry.path, entry.path.split("/", 1)[0]).blocks
+        else:
+            text, found = self.read(entry.path)
         for block in found:
             if block.id == entry.id:
                 return text, block
@@ -130,11 +133,9 @@ class Context:
     def add_block(self, kind: str, body: str, scope: str, provenance: list[str], pending: dict[str, str | None],
                   recurrence: int = 1, first_seen: str | None = None, last_seen: str | None = None,
                   always: bool = False, differs: Iterable[str] = ()) -> str:
-        """Add a block for a new entry to `pending` (the files this change writes, next_ids.json
-        included) and return its id. `first_seen`/`last_seen` default to today (an import keeps its
-        source's dates, so a stale preference does not arrive looking fresh); `always` marks a rule
-        for every task of the skill (`- applies: always`); `differs` names the entries the caller
-        said hold beside it (`- differs_from:`)."""
+        """Add a new entry's block to `pending` (the files this change writes, next_ids.json included) and
+        return its id. Dates default to today (an import keeps its source's, so a stale preference does not
+        arrive looking fresh); `differs` names the entries the caller said hold beside it."""
         rel = self.store.rel(self.store.file_for_scope(kind, scope, self.snap.known))
         text = pending[rel] if rel in pending else self.read(rel)[0]
         if rel not in pending:

@@ -1,10 +1,6 @@
-"""Hand edits (SPEC §4, §7): `git whetstone validate` checks a store the way the pre-commit hook
-does, and `git whetstone edit` changes it in $VISUAL/$EDITOR, checked before it is committed.
-
-The editor works on copies of the scope files in a private directory under `.git/`, so the store
-itself only changes when the edit is valid, in one commit whose message names the ids it touched
-(`edit: change L3, add L9 (color encoding)`). An invalid edit is shown and, on a terminal, offered
-back to the editor; declining (or having no terminal) drops it and leaves the store as it was.
+"""Hand edits (SPEC §4, §7): `validate` checks a store as the pre-commit hook does; `edit` opens copies
+of the scope files (in a private directory under `.git/`) in $VISUAL/$EDITOR and commits the result
+only when it is valid, in one commit naming the ids it touched.
 """
 from __future__ import annotations
 
@@ -48,12 +44,9 @@ def validate(skill: str, staged: bool = False, *, config: Config | None = None) 
 
 def edit(skill: str, scope: str | None = None, *, issue: bool = False, config: Config | None = None,
          editor: str | None = None, ask: Ask | None = None) -> dict[str, Any]:
-    """Open SKILL's scope files (those of `scope`, or a new file for a new scope; every file when
-    no scope is given) in an editor, validate the result and commit it.
-
-    `ask(errors)` is called when the edit is invalid: True re-opens the editor, False drops the
-    edit. Without `ask` an invalid edit is dropped at once. Returns `{status: committed | unchanged |
-    aborted, message, added, changed, moved, removed, errors}`."""
+    """Open SKILL's scope files (those of `scope`, or a new file for a new scope; every file when no
+    scope is given) in an editor, validate the result and commit it. `ask(errors)` says whether to
+    re-open the editor on an invalid edit (without it, the edit is dropped)."""
     store = Workspace.of(config).store(skill, must_exist=True)
     originals, initial = _targets(store, scope, issue)
     result: dict[str, Any] = {"skill": store.skill, "path": str(store.path), "status": None, "message": None,

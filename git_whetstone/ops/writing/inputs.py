@@ -1,8 +1,5 @@
-"""What capture and revise accept from a caller, checked before anything is touched.
-
-A body, scope, provenance or run id that could not be written and read back exactly as given (a
-heading in a body, control characters, a lone surrogate, too long) is refused here with one line,
-so the CLI and the MCP tool say the same thing and nothing is half written.
+"""What capture and revise accept from a caller, checked before anything is touched: what could not
+be written and read back exactly as given is refused with one line, the same through every door.
 """
 from __future__ import annotations
 

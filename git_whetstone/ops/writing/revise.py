@@ -1,27 +1,12 @@
 """revise (SPEC §4): change an entry recall showed, by its id, one git commit per change.
 
-reinforce and weaken move a learning's recurrence; remove deletes an entry; promote hardens a
-learning into an issue and demote softens an issue into a learning; `body` rewords and `scope`
-moves an entry on the way. Destructive actions and promotion ask for confirmation first (and
-every write does in `supervised` mode); a reworded, moved or re-kinded entry is judged against the
-rest of the store, as a capture is. `always` true or false sets or clears the entry's
-`applies: always` mark (a rule for every task of the skill), in a call of its own.
-
-With a `target` the call settles how two entries relate, as the caller judged them (so in one
-commit, with no further question, in every supervision mode): `same` folds the entry into the
-target, `replace` removes the target, `distinct` records that both hold (`differs_from`), so the
-pair is never asked about again.
-
-A door's `decide` (see capture) is asked, in `balanced` mode, about the look-alikes a reworded,
-moved, promoted or demoted entry would be put to the caller about, nearest first. `different` for
-every one lets the change go ahead, with each pair recorded as both holding (`differs_from`; not
-for promote and demote, which give the entry a new id), and a promotion or demotion still asks
-the person to confirm it; `contradicts` stops it as the judge's own contradiction does (`conflict`,
-nothing written). `same` and `replaces` are not acted on: each would need the change and the fold
-or removal of the other entry in one commit, which a revise does not make. They come back as
-`needs_confirmation` saying what the host's model judged, naming that entry and the one call that
-settles it. Every outcome a `decide` answer settled carries `decided_by: "host-model"`; no clear
-answer (None) for any look-alike asks the caller, as without `decide`.
+Destructive actions and promotion ask for confirmation first (every write does in `supervised`
+mode); a reworded, moved or re-kinded entry is judged against the rest of the store, as a capture
+is. With a `target` the call settles how two entries relate, as the caller judged them (`same`,
+`replace`, `distinct`): one commit, no question. A door's `decide` is asked about the likely
+look-alikes as in capture, but only `different` (go ahead, the pair recorded as both holding) and
+`contradicts` (stop) are acted on: `same` and `replaces` would need a second change in the same
+commit, so they come back as `needs_confirmation` naming the call that settles them.
 """
 from __future__ import annotations
 
@@ -31,7 +16,7 @@ from typing import Any
 
 from ...base.clock import today
 from ...base.config import Config
-from ...base.errors import RUNTIME, WhetstoneError, shown
+from ...base.errors import WhetstoneError, shown
 from ...format import blocks, edits
 from ...format.layout import GLOBAL, GLOBAL_PREFIX
 from ...format.entry import Entry, differs
@@ -42,7 +27,7 @@ from .context import Context, candidate
 from .inputs import Answer, answer, clean_always, clean_body, clean_run_id, clean_scope
 from ..workspace import Workspace
 from .writes import (DECLINED, HARDENED, Outcome, ask, brief, counted, harden, mark, move, offer_promotion,
-                     promotion_declined, reinforce, reword, soften)
+                     promotion_declined, reinforce, rewritten, soften)
 
 PAIRED = ("same", "replace", "distinct")  # the actions about entry_id and a target
 ACTIONS = ("reinforce", "weaken", "remove", "promote", "demote") + PAIRED
@@ -55,16 +40,9 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
            run_id: str | None = None, confirm: bool | str | None = None, always: bool | None = None,
            target: str | None = None, *, config: Config | None = None,
            decide: Decide | None = None) -> dict[str, Any]:
-    """Change an entry recall showed: reinforce, weaken, remove, promote (learning → issue) or demote
-    (issue → learning), optionally rewording it (`body`) or moving it to another `scope`; or, with
-    no action, set (`always=True`) or clear (`always=False`) its mark as a rule for every task; or
-    settle how it relates to the entry `target`: the same rule (`same`), its replacement
-    (`replace`), or a rule that holds beside it (`distinct`).
-
-    `decide(body, entry)`, if given, is asked (in `balanced` mode) about each stored entry the
-    judge finds *likely* the same rule as the changed one or its opposite, nearest first, before
-    the caller would be: it returns "same", "replaces", "contradicts", "different", or None when it
-    has no clear answer (then the caller is asked, as without it). See the module's docstring."""
+    """Change an entry recall showed: an action (reinforce, weaken, remove, promote, demote), a new
+    `body` or `scope`, the `always` mark alone, or, with a `target`, how the two relate (same, replace,
+    distinct). `decide` is a door's second opinion (see the module docstring)."""
     ws = Workspace.of(config)
     always = None if always is None else clean_always(always)  # None: the mark stays as it is
     if action in (None, "") and always is not None:
@@ -100,8 +78,8 @@ def revise(skill: str, entry_id: str, action: str | None = None, body: str | Non
         ctx = Context.open(ws, store)
         ctx.run_id = run_id
         entry = ctx.entry(entry_id)
-        if target:
-            outcome = _pair(ctx, entry, ctx.entry(target), action)
+        if target:  # how the two relate, as the caller judged them: one commit, no question
+            outcome = {"distinct": _distinct, "replace": _replace, "same": _fold}[action](ctx, entry, ctx.entry(target))
         else:
             outcome = _revise(ctx, entry, action, new_body, new_scope, said, decide)
         warnings = list(ctx.snap.warnings) + store.warnings
@@ -138,15 +116,6 @@ def _target(target: object, action: str, entry_id: str) -> str | None:
 def pair_call(entry_id: str, action: str, target: str) -> str:
     """The call that settles a pair (in the notation of `base.calls`)."""
     return f"revise(entry_id='{entry_id}', action='{action}', target='{target}')"
-
-
-def _pair(ctx: Context, entry: Entry, target: Entry, action: str) -> Outcome:
-    """Settle how `entry` and `target` relate, as the caller judged them: one commit, no question."""
-    if action == "distinct":
-        return _distinct(ctx, entry, target)
-    if action == "replace":
-        return _replace(ctx, entry, target)
-    return _fold(ctx, entry, target)
 
 
 def _distinct(ctx: Context, entry: Entry, target: Entry) -> Outcome:
@@ -218,17 +187,10 @@ def _gone(block: blocks.Block) -> None:
 
 def _changed(ctx: Context, changes: list[tuple[Entry, Callable[[blocks.Block], str | None]]]) -> dict[str, str | None]:
     """The files after changing some entries' blocks in turn: each `change` gives its block's new
-    text, or None to remove it. A file two changes touch is parsed again between them (offsets move)."""
+    text, or None to remove it (a file two changes touch is parsed again between them)."""
     files: dict[str, str | None] = {}
     for entry, change in changes:
-        if entry.path in files:
-            text = files[entry.path] or ""
-            block = next((b for b in blocks.parse(text, entry.path, entry.path.split("/", 1)[0]).blocks
-                          if b.id == entry.id), None)
-            if block is None:
-                raise WhetstoneError(f"{entry.id} moved while being changed; try again", exit_code=RUNTIME)
-        else:
-            text, block = ctx.block(entry)
+        text, block = ctx.block(entry, files)
         new = change(block)
         files[entry.path] = (edits.remove(text, block) if new is None else edits.replace(text, block, new)) or None
     return files
@@ -289,10 +251,8 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
     if action == "promote" and said.verb == "no":
         if promotion_declined(entry):
             return Outcome("noop", entry.id, recurrence, f"{entry.id} stays a learning (already noted).")
-        text, block = ctx.block(entry)
-        said_by = f"{today().isoformat()} — {DECLINED}"
         ctx.commit(f"revise: keep {entry.id} a learning ({entry.scope})\n\nThe user declined promotion.\n",
-                   {entry.path: edits.replace(text, block, edits.update_fields(block, {}, said_by))})
+                   rewritten(ctx, entry, {}, f"{today().isoformat()} — {DECLINED}"))
         return Outcome("committed", entry.id, recurrence, f"{entry.id} stays a learning; whetstone will not ask again.")
 
     stop = _judge_change(ctx, entry, action, judged, recurrence, said, host)
@@ -329,11 +289,8 @@ def _change(ctx: Context, entry: Entry, action: str, body: str | None, scope: st
 def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[Entry, Judgement]],
                   recurrence: int | None, said: Answer, host: _Host | None = None) -> Outcome | None:
     """A reworded, moved, promoted or demoted entry against the rest of the store, as a capture is
-    judged: what the judge is sure contradicts it, or already says it, stops the change (nothing
-    written); look-alikes that are likely the same rule or its opposite are put to the caller first
-    (unless `autonomous`, or the caller already said go ahead: they are then named in the result).
-    None lets the change go ahead. The door's `decide` (`host`), in `balanced` mode, is asked
-    before the caller (`_host_judges`)."""
+    judged: a sure contradiction or duplicate stops it; likely look-alikes are put to `host`'s
+    `decide`, then to the caller, unless `autonomous` or already answered. None lets it go ahead."""
     if said.verb == "new":  # the caller said it holds beside its look-alikes: remembered with the change
         if action not in ("promote", "demote"):  # (which give the entry a new id)
             found = triage(judged)
@@ -369,11 +326,9 @@ def _judge_change(ctx: Context, entry: Entry, action: str, judged: list[tuple[En
 
 def _host_judges(ctx: Context, entry: Entry, action: str, likely: list[tuple[Entry, Judgement]],
                  recurrence: int | None, host: _Host) -> Outcome | None:
-    """The likely look-alikes of a changed entry put to the door's `decide`, nearest first: an
-    outcome that stops the change when it judges one the same rule, its replacement or its
-    opposite; None with `host.decided` set (the change goes ahead, the pairs remembered as both
-    holding) when it judges every one a different rule; None as soon as it has no clear answer
-    about one (the caller is asked)."""
+    """The likely look-alikes put to the door's `decide`, nearest first: an outcome that stops the
+    change when it judges one the same rule, its replacement or its opposite; None with `host.decided`
+    set when every one is a different rule; None as soon as it has no clear answer (the caller is asked)."""
     for other, verdict in likely:
         said = verdict_of(host.decide, host.body, other) if host.decide is not None else None
         if said is None:
@@ -412,12 +367,9 @@ def _weaken(ctx: Context, entry: Entry, body: str | None, scope: str | None) -> 
     count = max(1, entry.recurrence - 1)
     if scope:
         return move(ctx, entry, body, scope, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
-    text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {"recurrence": str(count)}, counted(ctx, None, "weakened"))
-    if body:
-        changed = reword(changed, block, body)
     ctx.commit(f"revise: weaken{' and reword' if body else ''} {entry.id} ({entry.scope}), recurrence {count}\n"
-               + (f"\n{body}\n" if body else ""), {entry.path: edits.replace(text, block, changed)})
+               + (f"\n{body}\n" if body else ""),
+               rewritten(ctx, entry, {"recurrence": str(count)}, counted(ctx, None, "weakened"), body))
     return Outcome("committed", entry.id, count, f"Whetstone weakened {entry.id} ({entry.scope}) to recurrence {count}"
                    + (f" and reworded it: {blocks.derive_title(body)}" if body else "."))
 
@@ -427,8 +379,6 @@ def _reword(ctx: Context, entry: Entry, body: str | None, scope: str | None, rec
     if scope:
         return move(ctx, entry, body, scope, {})
     assert body is not None
-    text, block = ctx.block(entry)
-    ctx.commit(f"revise: reword {entry.id} ({entry.scope})\n\n{body}\n",
-               {entry.path: edits.replace(text, block, reword(edits.update_fields(block, {}), block, body))})
+    ctx.commit(f"revise: reword {entry.id} ({entry.scope})\n\n{body}\n", rewritten(ctx, entry, {}, body=body))
     return Outcome("committed", entry.id, recurrence, f"Whetstone reworded {entry.id} ({entry.scope}): "
                    f"{blocks.derive_title(body)}")

@@ -1,9 +1,6 @@
-"""The changes capture and revise make to one entry, each one commit, and what they report.
-
-Every change returns an `Outcome`: the status and the fields a caller sees (SPEC §4), which
-capture and revise put into their JSON. Hardening turns a learning into an issue (the public
-action is `promote`), softening an issue into a learning (`demote`); both give the entry a new id
-in the other folder and record where it came from.
+"""The changes capture and revise make to one entry, each one commit, and their `Outcome`. Hardening
+turns a learning into an issue (the public action `promote`), softening an issue into a learning
+(`demote`): both give the entry a new id in the other folder and record where it came from.
 """
 from __future__ import annotations
 
@@ -31,9 +28,8 @@ class Outcome:
     extra: dict[str, Any] = field(default_factory=dict)  # prompt, conflicts_with, reason, similar_to, …
 
     def json(self, **around: Any) -> dict[str, Any]:
-        """The result as JSON: the call's own keys in the order `around` gives them (with placeholders
-        where status, entry_id, recurrence and confirmation go), these filled in, then the optional
-        fields that are set."""
+        """The result as JSON: `around`'s keys in its order (with placeholders for status, entry_id,
+        recurrence and confirmation), these filled in, then the optional fields that are set."""
         return {**around, "status": self.status, "entry_id": self.entry_id, "recurrence": self.recurrence,
                 "confirmation": self.confirmation, **self.extra}
 
@@ -65,18 +61,12 @@ def reinforce(ctx: Context, old: Entry, stamp: str | None, *, verb: str, body: s
     """Raise a learning's recurrence by one and refresh last_seen, with a provenance line of its
     own (`counted`), rewording it with `body`, marking it for every task with `always`; when that
     reaches `promotion_threshold`, ask once whether it should harden into an issue."""
-    text, block = ctx.block(old)
     count = old.recurrence + 1
-    changed = edits.update_fields(block, {"recurrence": str(count), "last_seen": today().isoformat()},
-                                  counted(ctx, stamp))
     marked = always and not old.always
-    if marked:
-        changed = edits.with_always(block, True, changed)
-    if body is not None:
-        changed = reword(changed, block, body)
+    files = rewritten(ctx, old, {"recurrence": str(count), "last_seen": today().isoformat()}, counted(ctx, stamp),
+                      body, always=marked)
     ctx.commit(f"{verb}: reinforce{' and reword' if body is not None else ''} {old.id} ({old.scope}), recurrence "
-               f"{count}{', for every task' if marked else ''}\n\n{body or old.body}\n",
-               {old.path: edits.replace(text, block, changed)})
+               f"{count}{', for every task' if marked else ''}\n\n{body or old.body}\n", files)
     outcome = Outcome("reinforced" if verb == "capture" else "committed", old.id, count,
                       f"Whetstone reinforced {old.id} ({old.scope}) to recurrence {count}"
                       f"{' and reworded it' if body is not None else ''}"
@@ -99,6 +89,23 @@ def offer_promotion(outcome: Outcome, entry: Entry, count: int, threshold: int) 
 def promote_call(entry_id: str, answer: str) -> str:
     """The call that answers a promotion question (in the notation of `base.calls`)."""
     return f"revise(entry_id='{entry_id}', action='promote', confirm='{answer}')"
+
+
+def rewritten(ctx: Context, entry: Entry, fields: dict[str, str], stamp: str | None = None, body: str | None = None,
+              scope: str | None = None, *, always: bool = False) -> dict[str, str | None]:
+    """The files after changing `entry`'s block: `fields` set, `stamp` added to its provenance, marked
+    for every task (`always`), reworded with `body`, moved to `scope` (its file may change)."""
+    text, block = ctx.block(entry)
+    changed = edits.update_fields(block, {**fields, "scope": scope} if scope else fields, stamp)
+    if always:
+        changed = edits.with_always(block, True, changed)
+    if body:
+        changed = reword(changed, block, body)
+    target = ctx.store.rel(ctx.store.file_for_scope(entry.kind, scope, ctx.snap.known)) if scope else entry.path
+    if target == entry.path:
+        return {entry.path: edits.replace(text, block, changed)}
+    return {entry.path: edits.remove(text, block) or None,
+            target: edits.append(ctx.read(target)[0], changed.rstrip("\n") + "\n")}
 
 
 def reword(block_text: str, block: blocks.Block, body: str) -> str:
@@ -166,20 +173,8 @@ def move(ctx: Context, entry: Entry, body: str | None, scope: str, extra: dict[s
          stamp: str | None = None) -> Outcome:
     """Move an entry to another scope (its file may change), keeping its id and history; `extra`
     holds metadata changed on the way (recurrence, last_seen), `stamp` a provenance line to add."""
-    text, block = ctx.block(entry)
-    changed = edits.update_fields(block, {**extra, "scope": scope}, stamp)
-    if body:
-        changed = reword(changed, block, body)
-    files: dict[str, str | None] = {}
-    target = ctx.store.rel(ctx.store.file_for_scope(entry.kind, scope, ctx.snap.known))
-    if target == entry.path:
-        files[entry.path] = edits.replace(text, block, changed)
-    else:
-        files[entry.path] = edits.remove(text, block) or None
-        target_text, _ = ctx.read(target)
-        files[target] = edits.append(target_text, changed.rstrip("\n") + "\n")
     ctx.commit(f"revise: {'reword and ' if body else ''}move {entry.id} to scope '{scope}'\n\n{body or entry.body}\n",
-               files)
+               rewritten(ctx, entry, extra, stamp, body, scope))
     count = int(extra["recurrence"]) if "recurrence" in extra else entry.recurrence
     recurrence = f" (recurrence {count})" if entry.kind == "learning" else ""
     return Outcome("committed", entry.id, count if entry.kind == "learning" else None,
