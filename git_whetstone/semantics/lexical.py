@@ -30,7 +30,10 @@ Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
 def number(word: str) -> int:
     """A word as a number every process and every store agrees on: 64 bits of its BLAKE2 hash (two
     of a store's words sharing one is about as likely as a one in 10^10 draw)."""
-    from hashlib import blake2b  # here: a process that reads no new words (a recall from the index) never loads it
+    try:  # hashlib's own BLAKE2, without the OpenSSL that `import hashlib` loads (5 ms and more) for every CLI recall
+        from _blake2 import blake2b
+    except ImportError:
+        from hashlib import blake2b
     return int.from_bytes(blake2b(word.encode(), digest_size=8).digest(), "little", signed=True)
 
 
