@@ -167,10 +167,9 @@ def opposition(a: Reading, b: Reading) -> tuple[str, str, frozenset[str]]:
 
 
 def may_oppose(readings: list[Reading]) -> np.ndarray:
-    """n × n, for the rules read as `readings`: False where `opposition` between the two is
-    surely empty (so the judge can neither find a contradiction nor flag them `opposed`), True
-    where it may not be. Its three ways need a polarity that differs, an attribute both name, or
-    numbers on both sides: checked for every pair at once, before judging any of them."""
+    """n × n: False where `opposition` between two of the rules read as `readings` is surely empty
+    (no polarity that differs, no attribute both name, no numbers on both sides), for every pair at
+    once, so the judge reads only the pairs that may be opposed."""
     n = len(readings)
     forbids = np.fromiter((r.forbids for r in readings), bool, n)
     permits = np.fromiter((r.permits for r in readings), bool, n)
@@ -195,11 +194,8 @@ def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: 
     a, b = read(new), read(old)
     kind, reason, differing = opposition(a, b)
     if kind:
-        if differing:
-            rest_a = tuple(w for w in a.sequence if w not in differing)
-            rest_b = tuple(w for w in b.sequence if w not in differing)
-        else:  # a negation differs in no word: nothing to leave out (a recall judges dozens of these)
-            rest_a, rest_b = a.sequence, b.sequence
+        rest_a = tuple(w for w in a.sequence if w not in differing)
+        rest_b = tuple(w for w in b.sequence if w not in differing)
         if rest_a == rest_b and rest_a:  # the same rule but for the one opposition
             return Judgement(CONTRADICTS, similarity, reason, True)
         if same_scope and share(set(rest_a), set(rest_b)) >= OPPOSED_SHARE[kind]:
@@ -220,10 +216,8 @@ def share(a: set[str], b: set[str]) -> float:
 
 @dataclass(frozen=True)
 class Triage:
-    """What a write does with the judge's answers about the stored rules nearest a new one (closest
-    first): the closest it is sure of decides (`decisive`: the same rule, or a contradiction); else
-    the likely ones are put to the caller (`likely`), and a rule written anyway names the likely and
-    related ones (`mentioned`), at most `CANDIDATES` each, nearest first."""
+    """The judge's answers about the rules nearest a new one, sorted: the closest sure one decides
+    (`decisive`), the likely ones are asked about, the likely and related ones are mentioned."""
 
     decisive: tuple[Any, Judgement] | None
     likely: list[tuple[Any, Judgement]]
