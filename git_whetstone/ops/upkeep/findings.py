@@ -1,11 +1,5 @@
-"""compact's behavioral pass (SPEC §4): what it advises, and writes nothing for.
-
-From events.jsonl and the snapshot, over time windows: learnings worth hardening into issues, rules
-that may hold for every task (recalled for most of the different tasks lately, or said again in
-several runs: a person marks them with `revise --always`), scopes with capture churn, learnings
-never surfaced, conflicts never resolved; and from the rules themselves, pairs in one scope that
-are likely one rule or opposites (`look_alikes`) and scopes close in meaning whose names differ
-(`similar_scopes`). `render_report` writes them as the git-ignored compact-report.md.
+"""compact's behavioral pass (SPEC §4): what it advises and writes nothing for, from events.jsonl
+and the rules themselves; `render_report` writes it as the git-ignored compact-report.md.
 """
 from __future__ import annotations
 
@@ -35,9 +29,9 @@ ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (ta
 
 
 def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
-    """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
-    the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
-    stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
+    """Learnings worth hardening, rules that may hold for every task (recalled for most different
+    tasks lately, or said again in several runs), scopes with churn, stale learnings, conflicts
+    never resolved, look-alike pairs the judge could not settle and scopes close in meaning."""
     day = today()
     log = list(events.read(store.path))
 
@@ -137,11 +131,8 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
 
 
 def look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[str, Any]]:
-    """Pairs of entries in one scope (learnings and issues alike) that the judge finds contradicting,
-    or likely one rule or opposites: for a person to settle, since compact merges only what the judge
-    is sure of; never a pair recorded as holding side by side (`differs_from`). At most `limit`,
-    contradictions first, then most alike. The judge reads only the pairs close enough to be
-    likely: its `ask` bar, or a possible opposition (`may_oppose`) at the candidate floor."""
+    """Pairs in one scope the judge finds contradicting, or likely one rule or opposites, for a person
+    to settle (never a `differs_from` pair); at most `limit`, contradictions first, then most alike."""
     entries = snap.entries
     floor, ask = config.threshold("candidate"), config.threshold("ask")
     found = []
