@@ -136,9 +136,15 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[s
     entries = snap.entries
     floor, ask = config.threshold("candidate"), config.threshold("ask")
     found = []
-    rows, starts, ends = _scope_runs(snap)
-    for start, end in zip(starts.tolist(), ends.tolist()):
-        run = rows[start:end].tolist()
+    alive = np.flatnonzero(snap.alive).tolist()
+    id_key = snap.id_key.tolist()
+    runs: dict[str, list[int]] = {}  # scope key -> its rows, learnings and issues alike
+    for i, n in zip(alive, snap.scope_of[alive].tolist()):
+        runs.setdefault(snap.scopes[n][1], []).append(i)
+    for run in runs.values():
+        if len(run) < 2:
+            continue
+        run.sort(key=id_key.__getitem__)
         sims = snap.vectors[run] @ snap.vectors[run].T
         texts = [entries[i] for i in run]
         close = np.triu(sims >= floor, 1)
@@ -177,22 +183,6 @@ def similar_scopes(snap: Snapshot, config: Config, limit: int = 50) -> list[dict
                               "similarity": round(float(sims[a, b]), 3)})
     found.sort(key=lambda f: (-f["similarity"], f["scopes"]))
     return found[:limit]
-
-
-def _scope_runs(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The live rows grouped by scope key (learnings and issues together; in an order of scopes that
-    means nothing), sorted by id in each, and the start and end in them of each scope that holds
-    two or more."""
-    alive = np.flatnonzero(snap.alive)
-    number: dict[str, int] = {}
-    key_of = np.array([number.setdefault(key, len(number)) for _, key, _ in snap.scopes] or [0], np.int64)
-    group = key_of[snap.scope_of[alive]]
-    order = np.lexsort((snap.id_key[alive], group))
-    rows, group = alive[order], group[order]
-    cuts = np.flatnonzero(np.diff(group)) + 1
-    starts, ends = np.concatenate([[0], cuts]).astype(np.int64), np.concatenate([cuts, [len(rows)]]).astype(np.int64)
-    two = ends - starts > 1
-    return rows, starts[two], ends[two]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:
