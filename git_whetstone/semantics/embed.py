@@ -1,17 +1,8 @@
-"""Embedding backends behind one interface (SPEC §5).
+"""Embedding backends behind one interface (SPEC §5): texts in, L2-normalised float32 rows out,
+with an `identity` that keys the index's vectors, so two backends' vectors never mix.
 
-An embedder turns texts into L2-normalised float32 rows and has an `identity` string; vectors in
-the index are keyed by it, so switching backends never mixes vectors from two spaces.
-
-`HashingEmbedder` (backend `hashing`) is deterministic, no model, no network. Features are content-word
-stems, bigrams of neighbouring stems, and character trigrams of each word (bigrams too for scripts
-written without spaces), so accents, CJK and emoji all embed to something. Negation words are left
-out on purpose: "never right-align X" and "right-align X" land on the same point, and the judge
-(`judge`) tells them apart as a conflict instead of a paraphrase.
-
-`StaticEmbedder` (backend `static`) matches meaning without torch: a table of token vectors
-distilled from all-MiniLM-L6-v2 (scripts/build_static_model.py), looked up with numpy.
-`SentenceTransformerEmbedder` runs the model itself, from the optional `embeddings` extra.
+The hashing and static backends leave negation words out on purpose: "never right-align X" and
+"right-align X" land on the same point, and the judge tells them apart as a conflict, not a paraphrase.
 """
 from __future__ import annotations
 
@@ -19,8 +10,6 @@ import json
 import mmap
 import sys
 import zlib
-from collections.abc import Iterator
-from contextlib import contextmanager
 from functools import lru_cache
 from itertools import chain
 from pathlib import Path
@@ -58,7 +47,8 @@ def _mix(h: np.ndarray) -> np.ndarray:
 
 
 class HashingEmbedder:
-    """Feature hashing into DIM signed buckets; every step after tokenising runs in numpy."""
+    """Deterministic, no model: content-word stems, bigrams of neighbouring stems and character
+    trigrams of each word (bigrams too for spaceless scripts), hashed into DIM signed buckets."""
 
     identity = f"hashing-v1-{DIM}"
     dim = DIM
@@ -139,17 +129,10 @@ STATIC_TABLE = Path(__file__).resolve().parent.parent / "data" / "minilm-static.
 
 
 class StaticEmbedder:
-    """Meaning without torch: one int8 row per WordPiece token of all-MiniLM-L6-v2, distilled from
-    the model by scripts/build_static_model.py, with frequency weights baked in. A text's vector is
-    the sum of its tokens' rows, L2-normalised; tokenizing is pure Python (`wordpiece`), the rest
-    one numpy gather and sum per batch.
-
-    A word the vocabulary cannot spell (an emoji, most symbols) gets a fixed pseudo-random
-    direction drawn from a hash of the word, so texts differ where their unknown words differ
-    instead of sharing one [UNK] row. Negation words are left out, as in the hashing backend: the
-    judge reads them. The table (~8 MB, the arrays as they lie in memory: `TABLE_MAGIC`) is mapped
-    on the first embed, once per process, and nothing is copied; `identity` reads only its small
-    header, so an index that is up to date loads nothing."""
+    """Meaning without torch: a text's vector is the sum of its WordPiece tokens' int8 rows (a table
+    distilled from all-MiniLM-L6-v2 by scripts/build_static_model.py), L2-normalised. A word the
+    vocabulary cannot spell gets a pseudo-random direction from its hash, not one shared [UNK] row.
+    The table is mapped on the first embed, nothing copied; `identity` reads only its header."""
 
     BATCH = 2048  # texts tokenised at a time
     POOL = 256    # texts summed at a time: the float32 scratch stays in the CPU's cache (2048 took longer)
@@ -160,10 +143,6 @@ class StaticEmbedder:
         self._meta: dict | None = None
         self._codes: np.ndarray | None = None
         self._scales: np.ndarray | None = None
-        # while a build holds them (`bulk`): the codes times their scales of the rows met so far
-        # (`_filled` says which), the others never computed nor touched
-        self._dense: np.ndarray | None = None
-        self._filled: np.ndarray | None = None
         self._wordpiece = None
         self._table: tuple[dict, mmap.mmap] | None = None  # the table's header and mapping
 
@@ -205,8 +184,6 @@ class StaticEmbedder:
             ends = np.cumsum(np.fromiter(map(len, pieces), np.intp, len(pieces)))
             last_word = np.cumsum(np.fromiter(map(len, words_of), np.intp, len(words_of)))
             stop = np.where(last_word > 0, ends[np.maximum(last_word - 1, 0)], 0)
-            if self._dense is not None:
-                self._fill(index)
             for at in range(0, len(texts), self.POOL):
                 self._pool(out[at:at + self.POOL], index, stop[at:at + self.POOL],
                            stop[at - 1] if at else 0)
@@ -226,40 +203,12 @@ class StaticEmbedder:
         begin = begin[order]
         longer = len(length) - np.cumsum(np.bincount(length))  # texts with more than p tokens, by p
         sums = np.zeros(out.shape, np.float32)
-        codes, scales, dense = self._codes, self._scales, self._dense
+        codes, scales = self._codes, self._scales
         for position in range(int(length.max())):
             count = int(longer[position])
             tokens = index[begin[:count] + position]
-            if dense is not None:
-                sums[:count] += dense[tokens]
-            else:
-                sums[:count] += np.multiply(codes[tokens], scales[tokens, None], dtype=np.float32)
+            sums[:count] += np.multiply(codes[tokens], scales[tokens, None], dtype=np.float32)
         out[order] = sums
-
-    @contextmanager
-    def bulk(self) -> Iterator[None]:
-        """While a big build embeds (`index.build`): each token's row kept as float32 once met, its
-        code times its scale computed once (a quarter off the pooling) instead of at each use; the
-        same products, so the same floats. The table (47 MB) is allocated untouched and a row filled
-        when a batch first meets its token (`_fill`): a build meets a few thousand of the 30,000, and
-        computing them all (8 ms, before the workers could start) kept 47 MB in the parent. Each forked
-        worker fills its own."""
-        if self._codes is None:
-            self._load()
-        self._dense = np.zeros((len(self._codes), self.dim), np.float32)  # calloc: pages mapped when written
-        self._filled = np.zeros(len(self._codes), bool)
-        try:
-            yield
-        finally:
-            self._dense = self._filled = None
-
-    def _fill(self, tokens: np.ndarray) -> None:
-        """The rows of `tokens` not in the float32 table yet, computed into it."""
-        new = tokens[~self._filled[tokens]]
-        if len(new):
-            new = np.unique(new)
-            self._dense[new] = np.multiply(self._codes[new], self._scales[new, None], dtype=np.float32)
-            self._filled[new] = True
 
     def _damaged(self, why: str):
         raise WhetstoneError(f"the static embedding table {self.path} cannot be read ({why}): reinstall "
@@ -453,9 +402,8 @@ class SentenceTransformerEmbedder:
 def _local_dim(path: Path) -> int | None:
     """The embedding dimension a model directory declares (pooling config, else the transformer's
     hidden size); an error when the directory is not a model at all."""
-    import json
     if not ((path / "modules.json").is_file() or (path / "config.json").is_file()):
-            raise WhetstoneError(f"embedding_model {str(path)!r} is a directory but not a sentence-transformers "
+        raise WhetstoneError(f"embedding_model {str(path)!r} is a directory but not a sentence-transformers "
                              f"model (no modules.json or config.json in it): point embedding_model, or "
                              f"WHETSTONE_EMBEDDING_MODEL, at the model's own directory")
     for name, key in (("1_Pooling/config.json", "word_embedding_dimension"), ("config.json", "hidden_size")):
@@ -477,7 +425,7 @@ def _sentence_transformer(model: str) -> SentenceTransformerEmbedder:
     key = str(Path(model).expanduser().resolve()) if Path(model).expanduser().is_dir() else model
     if key not in _ST_CACHE:
         if importlib.util.find_spec("sentence_transformers") is None:
-                raise WhetstoneError(ST_INSTALL, exit_code=RUNTIME)
+            raise WhetstoneError(ST_INSTALL, exit_code=RUNTIME)
         _ST_CACHE[key] = SentenceTransformerEmbedder(model)
     return _ST_CACHE[key]
 

@@ -1,27 +1,12 @@
-"""How does a new rule relate to a stored one? Four answers, by the strength of the evidence.
+"""How does a new rule relate to a stored one? Four answers, by the strength of the evidence
+(SPEC §4, "Judging a capture"): sure (same or contradicts), likely, related, unrelated.
 
-A correction is the most valuable thing a store holds, so the judge decides alone only when it is
-sure; but a memory that questions every new rule, or cries contradiction where there is none, is
-switched off. Embedding cosine cannot tell "keep emails brief" from "write long, detailed emails":
-it only says how much two rules are about the same thing. So the words decide what is asked:
-
-- **sure** (decided alone): **same** — the same content words, after normalisation (case, plurals
-  and stems, "two" and "2", filler such as "please"), with the same polarity, in the same or a close
-  scope; **contradicts** — the same content words but for one opposition: a negation on one side
-  only ("never right-align …"), two values of one attribute ("left" / "right", "brief" / "long"),
-  or different numbers ("2 decimals" / "0 decimals");
-- **likely** the same rule or its opposite (the caller is asked), in the same or a close scope: a
-  *specific* opposition — one of those three, with most of the rest of their content words shared
-  (`OPPOSED_SHARE`), not a negative word somewhere in one of them — or two rules close in meaning
-  (the backend's `ask` cosine) that share much of their wording (`CLOSE_WORDING`);
-- **related**, probably a different rule (written, the stored one mentioned): a cosine that stands
-  out from the rest of the store, at least the backend's `mention` above the new rule's mean cosine
-  to the store's entries (`baseline`): in one skill every rule shares the skill's vocabulary, and a
-  look-alike is one that is much closer than that;
-- **unrelated**: everything else.
-
-The bars (`ask`, `mention`, and the two shares) are fitted on the labeled pairs and the stream
-stores of tests/eval (scripts/fit_judge.py) and checked on their held-out split.
+Cosine only says how much two rules are about the same thing, not whether they agree, so the words
+decide: `same` is the same content words after normalisation; `contradicts` the same but for one
+opposition (a negation, two values of one attribute, two numbers). `likely` needs that opposition on
+mostly shared words (`OPPOSED_SHARE`), or the backend's `ask` cosine with shared wording
+(`CLOSE_WORDING`); `related` a cosine at least `mention` above the new rule's mean to the store
+(`baseline`). The bars are fitted by scripts/fit_judge.py on tests/eval's dev split.
 """
 from __future__ import annotations
 
@@ -78,8 +63,6 @@ for _slot, _values in _SLOTS.items():
     for _value in _values.split():
         _SLOT_OF.setdefault(stem(_value), _slot)
         _SLOT_OF.setdefault(_value, _slot)
-# Every word that may name an attribute's value, as a rule's content words hold it (stemmed or not).
-_VALUE_WORDS = frozenset(_SLOT_OF) | frozenset(stem(w) for w in _SLOT_OF)
 # Said of a rule, these make it a prohibition; these others a permission (an exception, often).
 _PROHIBITION = frozenset("never not no don't dont avoid avoiding without stop none nothing nor neither cannot "
                          "can't won't shouldn't mustn't isn't aren't doesn't didn't forbid forbidden banned ban "
@@ -154,22 +137,9 @@ def read(text: str) -> Reading:
                    {k: frozenset(v) for k, v in values.items()})
 
 
-def _sequence(text: str) -> tuple[str, ...]:
-    return _sequence_of(words(text))
-
-
 def _sequence_of(tokens: list[str]) -> tuple[str, ...]:
-    """`_sequence` of a text whose `words` are `tokens`: its content words less filler and
-    polarity words."""
+    """The content words of a text whose `words` are `tokens`, less filler and polarity words."""
     return tuple(w for w in content_of(tokens) if w not in _FILLER and w not in _PERMISSION and w not in _PROHIBITION)
-
-
-def decisive_key(text: str) -> str:
-    """What two rules must share for the judge to call them the same or contradicting: their content
-    words (`Reading.sequence`) in any order, less every word one opposition may differ in (attribute
-    values, numbers). The judge calls a pair whose keys differ neither `same` nor `contradicts`, so
-    whoever judges many pairs (compact) needs to ask it only about those that share a key."""
-    return " ".join(sorted(w for w in _sequence(text) if w not in _VALUE_WORDS and not any(c.isdigit() for c in w)))
 
 
 def same_words(a: Reading, b: Reading) -> bool:
@@ -197,10 +167,9 @@ def opposition(a: Reading, b: Reading) -> tuple[str, str, frozenset[str]]:
 
 
 def may_oppose(readings: list[Reading]) -> np.ndarray:
-    """n × n, for the rules read as `readings`: False where `opposition` between the two is
-    surely empty (so the judge can neither find a contradiction nor flag them `opposed`), True
-    where it may not be. Its three ways need a polarity that differs, an attribute both name, or
-    numbers on both sides: checked for every pair at once, before judging any of them."""
+    """n × n: False where `opposition` between two of the rules read as `readings` is surely empty
+    (no polarity that differs, no attribute both name, no numbers on both sides), for every pair at
+    once, so the judge reads only the pairs that may be opposed."""
     n = len(readings)
     forbids = np.fromiter((r.forbids for r in readings), bool, n)
     permits = np.fromiter((r.permits for r in readings), bool, n)
@@ -225,11 +194,8 @@ def judge(new: str, old: str, similarity: float, config: Config, *, same_scope: 
     a, b = read(new), read(old)
     kind, reason, differing = opposition(a, b)
     if kind:
-        if differing:
-            rest_a = tuple(w for w in a.sequence if w not in differing)
-            rest_b = tuple(w for w in b.sequence if w not in differing)
-        else:  # a negation differs in no word: nothing to leave out (a recall judges dozens of these)
-            rest_a, rest_b = a.sequence, b.sequence
+        rest_a = tuple(w for w in a.sequence if w not in differing)
+        rest_b = tuple(w for w in b.sequence if w not in differing)
         if rest_a == rest_b and rest_a:  # the same rule but for the one opposition
             return Judgement(CONTRADICTS, similarity, reason, True)
         if same_scope and share(set(rest_a), set(rest_b)) >= OPPOSED_SHARE[kind]:
@@ -250,10 +216,8 @@ def share(a: set[str], b: set[str]) -> float:
 
 @dataclass(frozen=True)
 class Triage:
-    """What a write does with the judge's answers about the stored rules nearest a new one (closest
-    first): the closest it is sure of decides (`decisive`: the same rule, or a contradiction); else
-    the likely ones are put to the caller (`likely`), and a rule written anyway names the likely and
-    related ones (`mentioned`), at most `CANDIDATES` each, nearest first."""
+    """The judge's answers about the rules nearest a new one, sorted: the closest sure one decides
+    (`decisive`), the likely ones are asked about, the likely and related ones are mentioned."""
 
     decisive: tuple[Any, Judgement] | None
     likely: list[tuple[Any, Judgement]]

@@ -9,9 +9,6 @@ rows the table was distilled from:
 4. split on whitespace, and make every punctuation character a word of its own;
 5. cut each word into the longest vocabulary pieces from the left, later pieces spelled `##…`;
    a word with a part no piece covers, or longer than 100 characters, is unknown as a whole.
-
-ASCII text takes a short path through `str.translate` and one regular expression; the rest goes
-character by character. Words are cached, since rules repeat the same few hundred of them.
 """
 from __future__ import annotations
 
@@ -86,10 +83,7 @@ def basic_words(text: str) -> list[str]:
 
 class WordPiece:
     """Greedy longest-match-first WordPiece over a vocabulary of pieces (`##` marks a continuation).
-
-    `word(w)` gives the vocabulary indices that spell one basic word, or None when the vocabulary
-    cannot spell it (BERT's [UNK]); a caller can then treat unknown words individually instead of
-    as one shared token."""
+    `word(w)` is the indices that spell one basic word, or None where BERT would say [UNK]."""
 
     CACHE = 100_000  # words remembered; rules repeat the same few thousand
 
@@ -146,12 +140,10 @@ class WordPiece:
 
 
 class SortedVocab(Mapping):
-    """A vocabulary as the static table's mapped copy holds it: its pieces' UTF-8 bytes in byte
-    order in one buffer (`text`, an mmap: slicing it gives bytes), each piece's place in it
-    (`starts`, `ends`) and its row (`rows`), looked up by binary search. A cold process spells a
-    few dozen pieces, and the dict of 30,000 made before the first of them cost more (4-7 ms) than
-    all its lookups; after `LOOKUPS` of them (a build) the dict is made once, and used from then on.
-    `text[start:end]` must be the piece's bytes, and the pieces distinct."""
+    """The static table's vocabulary as mapped: pieces in byte order in `text` (an mmap), each
+    piece's place (`starts`, `ends`) and row, found by binary search. A cold process spells a few
+    dozen pieces, and a dict of all 30,000 costs more (4-9 ms) than all its lookups; after `LOOKUPS`
+    of them (a big build) the dict is made once and used from then on."""
 
     LOOKUPS = 2048
 

@@ -1,10 +1,5 @@
-"""Words of a rule, as every part of whetstone that reads text sees them.
-
-Text is normalised (NFKC, case-folded, accents off Latin letters, "n't" spelled out), split into
-word and symbol tokens (small number words as digits: "two" meets "2"), lightly stemmed ("columns"
-meets "column"), and sorted into content words, stopwords and negations. The hashing embedder,
-the judge, recall's clause splitting and compact's scope matching all use these, so they agree on
-what a word is.
+"""Words of a rule, as every part of whetstone that reads text sees them (the hashing embedder,
+the judge, recall's clauses, compact's scope names), so they all agree on what a word is.
 """
 from __future__ import annotations
 

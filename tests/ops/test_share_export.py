@@ -24,7 +24,7 @@ from git_whetstone.index import freshness
 from git_whetstone.store.reading import read_file
 from git_whetstone.ops.sharing import packs
 from git_whetstone.ops.writing.capture import capture
-from git_whetstone.ops.sharing.packs import Item, export_pack, id_order, joined, read_pack, render_manifest, store_items
+from git_whetstone.ops.sharing.packs import Item, export_pack, id_order, read_pack, render_manifest, store_items
 from git_whetstone.ops.recall import recall
 from git_whetstone.ops.sharing.exchange import export, import_pack
 from git_whetstone.ops.workspace import Workspace
@@ -161,11 +161,12 @@ def test_export_is_the_pack_from_scratch_whatever_state_the_store_is_in(monkeypa
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.text(alphabet="a\r\n \t#", min_size=1, max_size=12), min_size=1, max_size=6))
 def test_blocks_joined_at_once_as_appended_one_by_one(texts: list[str]) -> None:
+    """A pack's scope file is its blocks put together by `edits.append_all`, as appended one by one."""
     texts = [t for t in texts if t.strip()] or ["a\n"]
     want = ""
     for text in texts:
         want = edits.append(want, text)
-    assert joined(texts) == want
+    assert edits.append_all("", texts) == want
 
 
 @given(st.text(max_size=40))

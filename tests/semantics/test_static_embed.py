@@ -424,15 +424,6 @@ def test_batched_vectors_are_the_plain_loops_floats() -> None:
         assert same_floats(fresh.embed([text]), reference_vectors(STATIC, [text])), text
     many = (mixed * (2 * STATIC.BATCH // len(mixed) + 2))[: 2 * STATIC.BATCH + 77]  # across batch and pool edges
     assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))
-    with fresh.bulk():  # a big build's float32 table: the same floats
-        assert fresh._dense is not None
-        assert not fresh._filled.any()  # rows are filled as batches meet their tokens, not up front
-        assert same_floats(fresh.embed(ODD_TEXTS), reference_vectors(STATIC, ODD_TEXTS))
-        some = int(fresh._filled.sum())
-        assert same_floats(fresh.embed(mixed), expected)  # rows met before beside rows met now
-        assert some < int(fresh._filled.sum()) < len(fresh._filled)
-        assert same_floats(fresh.embed(many), reference_vectors(STATIC, many))
-    assert fresh._dense is None and fresh._filled is None
 
 
 def test_negations_are_left_out_as_the_plain_loop_does() -> None:

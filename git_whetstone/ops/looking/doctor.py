@@ -1,10 +1,6 @@
-"""doctor (SPEC §4): is the learning loop of a skill alive? Read-only, it changes nothing.
-
-It checks the store (a git repository with a commit), its markdown (the full validator, mistune
-included), the hooks and the merge drivers, the remote (ahead or behind as of the last sync; doctor
-never fetches), whether a host's prompt hook runs `git whetstone context`, the index's freshness (read without updating it), the embedding backend, and whether
-recalls and captures are landing. Each finding carries a `fix`: the command that mends it. When the
-loop looks dead it says how to wire the agent host.
+"""doctor (SPEC §4): is the learning loop of a skill alive? Read-only: it never fetches nor
+updates the index. Each failed check carries a `fix`, the command that mends it, and a loop that
+looks dead comes with how to wire the agent host.
 """
 from __future__ import annotations
 

@@ -1,13 +1,7 @@
 """report (issue 21): one self-contained HTML page of a person's taste, for looking rather than reading.
 
-This module gathers what the page says, from what other modules already compute: the `metrics`
-trends (repeat-correction rate and captures per week), every scope's learnings with their weight
-today and how long until they decay below the retire threshold (`store.weight`), the issues as the
-hard rules, the store's history from git (`git.history.commits`, each commit sorted into capture,
-reinforcement, hand edit, revert or other change), compact's advisory findings (`findings.findings`:
-look-alikes and contradictions the judge could not settle, learnings worth hardening, churn, stale
-learnings) and the global layer's entries the skill inherits. `report_html` draws it; nothing here
-writes to a store.
+This module gathers what the page says from what other modules compute (metrics, weights, git
+history, compact's findings, the global layer); `report_html` draws it. Nothing here writes to a store.
 """
 from __future__ import annotations
 

@@ -1,10 +1,7 @@
-"""The report's page: HTML with its CSS and SVG charts inline, nothing fetched, no script.
-
-A pure function of what `report.gather` collected. The page works opened from disk, reads on a
-narrow screen (charts scale with their viewBox, the rest is one column), and stays accessible:
-one heading outline, every chart an `role="img"` SVG with a <title> and a <desc> that says what
-it shows, its numbers in a table beside it, colours with enough contrast against white (text at
-least 4.5:1, marks at least 3:1). Every drawn data mark has the class `mark`.
+"""The report's page, a pure function of what `report.gather` collected: HTML with its CSS and SVG
+charts inline, nothing fetched, no script. Accessible: one heading outline, every chart a titled and
+described `role="img"` with its numbers in a table beside it, colours at least 3:1 against white
+(text 4.5:1). Every drawn data mark has the class `mark`.
 """
 from __future__ import annotations
 

@@ -1,16 +1,10 @@
 """Sharing taste (SPEC §4 export/import): a store exported as a pack or a rule file, and a pack
 or a rule file imported into a store.
 
-**Import** (merge) judges each entry against the store as it was before the import, with the
-judge capture uses: an entry the store already holds is a noop, a learning the judge is sure is
-stored already is reinforced once (an issue: a noop), a sure contradiction is skipped and
-reported, the rest are added under freshly minted ids; what the judge cannot tell apart from a
-stored rule is added too (never merged on a guess) and listed under `similar` for a person. Every write records its source in a provenance line
-ending `(import:<source>:<rule hash>)`, and that marker is how a second import of the same pack
-(or of a later version of it) recognises what it already brought in: importing again changes
-nothing and makes no commit. Replace swaps every entry in one commit. A pack's `differs_from` pairs
-("both hold") come along with the entries they name, their ids translated to the store's
-(`_carry_differs`).
+Import judges each entry against the store as it was before, with capture's judge, and merges only
+what the judge is sure of. Every write records its source in a provenance line ending
+`(import:<source>:<rule hash>)`: that marker is how a second import of the same pack recognises what
+it already brought in, so importing again changes nothing and makes no commit.
 """
 from __future__ import annotations
 
@@ -37,7 +31,6 @@ from .packs import MAX_EXPANDED, Item, export_pack, marker, read_pack, rule_hash
 from .rules import read_rules, render_rules
 
 FORMATS = ("pack", "agents-md", "claude-md", "cursor-rule")
-RULE_FORMATS = FORMATS[1:]
 MODES = ("merge", "replace")
 MAX_RULE_FILE = 1 << 20        # an AGENTS.md / CLAUDE.md / .mdc to import
 DEFAULT_MIN_WEIGHT = 0.3       # rule files list learnings at least this firm: a fresh one-off (0.5)
@@ -84,7 +77,6 @@ def export(skill: str, output: str | None = None, fmt: str = "pack", *, min_weig
     return result
 
 
-
 def _write_output(target: Path, data: str | bytes) -> None:
     if target.is_dir():
         raise WhetstoneError(f"{target} is a directory: give a file name to write to")
@@ -93,7 +85,6 @@ def _write_output(target: Path, data: str | bytes) -> None:
         write_atomic(target, data)
     except OSError as exc:
         raise WhetstoneError(f"cannot write {target}: {exc.strerror or exc}", exit_code=RUNTIME) from None
-
 
 
 @dataclass
@@ -162,7 +153,6 @@ def import_pack(skill: str, source: str, mode: str = "merge", dry_run: bool = Fa
     return {**result, **_summary(steps, removed, result["commit"], dry_run)}
 
 
-
 def _ticker(progress: Callable[[int, int], None] | None, total: int) -> Callable[[], None]:
     """A step counter that reports `progress(done, total)` after each step."""
     done = 0
@@ -196,9 +186,8 @@ def _plan_merge(ctx: Context, live: list[Entry], items: list[Item], origin: str,
     markers: dict[str, Entry] = {}
     same_rule: dict[str, list[Entry]] = {}
     for e in live:
-        for line in e.provenance:
-            for found in _MARKER.finditer(line):
-                markers.setdefault(f"import:{found.group(1)}:{found.group(2)}", e)
+        for found in _markers(e):
+            markers.setdefault(found, e)
         same_rule.setdefault(rule_hash(e.kind, e.scope, e.body), []).append(e)
     steps: list[Step] = []
     bumped: set[str] = set()
@@ -254,14 +243,16 @@ def _plan_replace(live: list[Entry], items: list[Item], origin: str) -> tuple[li
     """Every entry out, every item in; nothing at all when the store already holds exactly what
     this pack brought in by an earlier replace (or merge into an empty store)."""
     wanted = {marker(origin, item) for item in items}
-    held = []
-    for e in live:
-        found = {f"import:{m.group(1)}:{m.group(2)}" for line in e.provenance for m in _MARKER.finditer(line)}
-        held.append(found & wanted)
+    held = [set(_markers(e)) & wanted for e in live]
     if len(live) == len(items) and all(held) and set().union(*held) == wanted:
         return [Step(item, "noop", marker(origin, item), None, "already the store's content") for item in items], []
     steps = [Step(item, "add", marker(origin, item)) for item in items]
-    return steps, sorted((e.id for e in live), key=lambda i: (i[0] != "L", int(i[1:])))
+    return steps, sorted((e.id for e in live), key=blocks.id_order)
+
+
+def _markers(e: Entry) -> list[str]:
+    """The import markers an entry's provenance holds, in order."""
+    return [f"import:{m.group(1)}:{m.group(2)}" for line in e.provenance for m in _MARKER.finditer(line)]
 
 
 def _apply(ctx: Context, steps: list[Step], removed: list[str], label: str, day: dt.date, mode: str,

@@ -1,18 +1,9 @@
 """Preference packs (SPEC §4 export/import): a store's entries as one `.tar.gz` file.
 
-A **pack** is a `.tar.gz` of `learnings/`, `issues/` and a `pack.toml` manifest (skill, version,
-date, counts, scopes and the sha256 of every entry's canonical text). Entries are written in a
-canonical form (one file per scope, blocks in id order, rendered as `edits.render` renders them),
-and the archive is written by `tarfile` (ustar) with fixed metadata (mtime 0, uid/gid 0, no owner
-names, mode 0644, pack.toml then the entry files in name order) inside a `gzip.GzipFile` with no
-name and time 0, so the same store always exports the same bytes. An export reads the store's
-files each time. Events, the index and git history stay behind.
-
-A pack is **untrusted input**. It is read whole into memory with hard limits (64 MiB expanded,
-1 MiB per member, checked from the headers and again while reading), never extracted to disk,
-and refused as a whole (nothing written) on the first thing that is not a plain, valid entry file:
-absolute or `..` paths, links, devices, anything outside `learnings/`, `issues/` and `pack.toml`,
-markdown that fails validation, a manifest that does not match the entries.
+Export is deterministic: one file per scope, blocks in id order as `edits.render` writes them, a
+ustar archive with fixed metadata in a gzip stream with no name and time 0, so the same store always
+gives the same bytes. A pack is untrusted input: read whole into memory within hard limits, never
+extracted to disk, and refused as a whole on the first thing that is not a plain, valid entry file.
 """
 from __future__ import annotations
 
@@ -25,7 +16,7 @@ import tarfile
 import tomllib
 import zlib
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
+from typing import Any, Callable
 
 from ... import __version__
 from ...base.errors import WhetstoneError, shown
@@ -46,7 +37,6 @@ MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index'
 
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_JSON_SPECIAL = re.compile(r'["\\\x00-\x1f]')  # what json.dumps escapes (ensure_ascii off)
 _TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
 _TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
@@ -83,7 +73,6 @@ def rule_hash(kind: str, scope: str, body: str) -> str:
 
 def marker(source: str, item: Item) -> str:
     return f"import:{source}:{rule_hash(item.kind, item.scope, item.body)}"
-
 
 
 def store_items(store: Store) -> tuple[list[Item], list[str]]:
@@ -126,32 +115,18 @@ def id_order(item: Item) -> tuple[int, int]:
 
 
 def canonical(item: Item) -> str:
-    """The block text an entry is exported as, and whose sha256 the manifest holds: what
-    `edits.render` gives for its fields, written out here since a big export renders 100,000."""
-    return block_text(item.id, item.kind, item.title, item.recurrence, item.first_seen, item.last_seen,
-                      item.scope, item.always, item.provenance, item.body, item.differs)
-
-
-def block_text(entry_id: str | None, kind: str, title: str, recurrence: int, first_seen: str | None,
-               last_seen: str | None, scope: str, always: bool, provenance: Iterable[str], body: str,
-               differs: tuple[str, ...] = ()) -> str:
-    """`canonical` from the fields themselves, for a caller that has them without an Item (making
-    100,000 Items is a quarter of rendering them)."""
-    lines = [f"## {entry_id or ''} {blocks.DOT} {title}"]
-    if kind == "learning":
-        lines += [f"- recurrence: {recurrence}", f"- first_seen: {first_seen or ''}", f"- last_seen: {last_seen or ''}"]
-    lines.append(f"- scope: {scope}")
-    if always:
-        lines.append(f"- applies: {blocks.ALWAYS}")
-    if differs:
-        lines.append(f"- differs_from: {blocks.IDS_SEPARATOR.join(differs)}")
-    lines += [f"- provenance: {_encoded(p)}" for p in provenance]
-    return "\n".join(lines) + "\n\n" + body + "\n"
-
-
-def _encoded(value: str) -> str:
-    """`blocks.encode_value`, without json for the common value that needs no escape."""
-    return blocks.encode_value(value) if _JSON_SPECIAL.search(value) else '"' + value + '"'
+    """The block text an entry is exported as, and whose sha256 the manifest holds."""
+    fields: list[tuple[str, str]] = []
+    if item.kind == "learning":
+        fields += [("recurrence", str(item.recurrence)), ("first_seen", item.first_seen or ""),
+                   ("last_seen", item.last_seen or "")]
+    fields.append(("scope", item.scope))
+    if item.always:
+        fields.append(("applies", blocks.ALWAYS))
+    if item.differs:
+        fields.append(("differs_from", blocks.IDS_SEPARATOR.join(item.differs)))
+    fields += [("provenance", blocks.encode_value(p)) for p in item.provenance]
+    return edits.render(item.id or "", item.title, fields, item.body)
 
 
 @dataclass(frozen=True)
@@ -188,16 +163,13 @@ def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
         files.setdefault(name, []).append(text)
         rows.append((item.id, item.kind, item.scope, hashlib.sha256(text.encode("utf-8")).hexdigest()))
     members = [("pack.toml", render_manifest(skill, rows, day))]
-    members += [(name, joined(texts)) for name, texts in sorted(files.items())]
+    members += [(name, edits.append_all("", texts)) for name, texts in sorted(files.items())]
     return archive([(name, text.encode("utf-8")) for name, text in members])
 
 
 def archive(members: list[tuple[str, bytes]]) -> bytes:
-    """A `.tar.gz` of `members`, in the order given, with fixed metadata: a ustar archive by
-    `tarfile` (mtime 0, uid/gid 0, no owner names, mode 0644) in a gzip stream with no file name
-    and time 0 (`GzipFile` writes the same header on every platform; `gzip.compress` leaves it
-    to zlib, whose OS byte depends on the platform). The archive is compressed in one write: a
-    little faster (8% at 10,000 entries) than `tarfile` writing its many small pieces through it."""
+    """A `.tar.gz` of `members`, in the order given, with fixed metadata. `GzipFile`, not
+    `gzip.compress`: it writes the same header on every platform (zlib's OS byte varies)."""
     archived = io.BytesIO()
     with tarfile.open(fileobj=archived, mode="w", format=tarfile.USTAR_FORMAT) as tar:
         for name, data in members:
@@ -210,27 +182,6 @@ def archive(members: list[tuple[str, bytes]]) -> bytes:
     with gzip.GzipFile(filename="", mode="wb", compresslevel=COMPRESS_LEVEL, fileobj=out, mtime=0) as zipped:
         zipped.write(archived.getbuffer())
     return out.getvalue()
-
-
-def plain(text: str) -> bool:
-    """A block `joined` can put after another with a bare newline: it ends in one newline, has no
-    CR and no blank line at its end."""
-    if not text.endswith("\n") or "\r" in text or not text.strip():
-        return False
-    before = text.rfind("\n", 0, len(text) - 1)  # the line before the last newline: not blank
-    return before < 0 or bool(text[before + 1:-1].strip(" \t"))
-
-
-def joined(texts: list[str]) -> str:
-    """The blocks one after another, as `edits.append` adds them to an empty file: one blank line
-    between two blocks. Joined at once when every block is plain (no CR, no blank line at its end),
-    block by block otherwise."""
-    if all(plain(text) for text in texts):
-        return "\n".join(texts)
-    out = ""
-    for text in texts:
-        out = edits.append(out, text)
-    return out
 
 
 def render_manifest(skill: str, rows: list[tuple[str, str, str, str]], day: dt.date) -> str:
@@ -266,7 +217,6 @@ def toml_string(text: str) -> str:
         else:
             out.append(ch)
     return '"' + "".join(out) + '"'
-
 
 
 @dataclass(frozen=True)
@@ -427,7 +377,7 @@ def _entries(members: dict[str, bytes], manifest: dict[str, Any],
             if hashes[block.id] != digest:
                 raise refuse(f"{at}: {block.id} does not match its hash in pack.toml (the pack was altered)")
             items.append(item)
-    missing = sorted(set(hashes) - set(where), key=lambda k: (k[0] != "L", int(k[1:])))
+    missing = sorted(set(hashes) - set(where), key=blocks.id_order)
     if missing:
         raise refuse(f"pack.toml lists {', '.join(missing[:5])}{' …' if len(missing) > 5 else ''}, "
                      f"which the pack does not hold")

@@ -1,13 +1,7 @@
 """compact (SPEC §4): the tidy-up a person runs on purpose, never an agent mid-task.
 
-The structural pass is applied as one commit that lists every change, so `git revert` of that
-commit undoes the whole compaction: scopes whose names are the same after normalisation are merged
-into one (the most used spelling wins), entries the judge is sure say the same in one scope are
-merged into the oldest (a learning keeps the summed recurrence, the earliest first_seen, the latest
-last_seen and every provenance line), learnings whose weight decayed below
-`retire_weight_threshold` are retired, and scope files left empty are deleted. Issues never retire,
-nor do learnings marked for every task. Running it twice changes nothing the second time. The
-behavioral pass (`findings`) only reports; it is printed and written to compact-report.md.
+The structural pass (`plan_of`) is one commit that lists every change, so one `git revert` undoes
+it, and running it twice changes nothing the second time. The behavioral pass (`findings`) only reports.
 """
 from __future__ import annotations
 
@@ -121,7 +115,9 @@ class Plan:
 
 
 def plan_of(snap: Snapshot, config: Config, progress: Callable[[int, int], None] | None = None) -> Plan:
-    """What to change: entries to rewrite (new scope, merged fields), to remove, and why."""
+    """What to change: scopes named alike merged (the most used spelling wins), entries the judge is
+    sure are one rule merged into the oldest, learnings decayed below `retire_weight_threshold`
+    retired (never issues, nor rules for every task); entries to rewrite, to remove, and why."""
     day = today()
     alive = np.flatnonzero(snap.alive).tolist()
     every = snap.entries
@@ -140,20 +136,11 @@ def plan_of(snap: Snapshot, config: Config, progress: Callable[[int, int], None]
         members.setdefault(n, []).append(i)
     for kind in ("learning", "issue"):
         numbers = [n for n in sorted(members) if snap.scopes[n][0] == kind]
-        if not numbers:
-            continue
-        groups = Groups(len(numbers))
-        named: dict[tuple[str, ...], int] = {}  # "currency format" and "Formats, currency" are one
-        for at, n in enumerate(numbers):
-            name = name_words(snap.scopes[n][2])
-            if name in named:
-                groups.union(named[name], at)
-            named.setdefault(name, at)
-        grouped = groups.groups()
-        in_group = {i for g in grouped for i in g}
-        clusters = grouped + [[i] for i in range(len(numbers)) if i not in in_group]
-        for group in clusters:
-            rows = sorted((i for g in group for i in members[numbers[g]]), key=id_key.__getitem__)
+        named: dict[tuple[str, ...], list[int]] = {}  # "currency format" and "Formats, currency" are one
+        for n in numbers:
+            named.setdefault(name_words(snap.scopes[n][2]), []).append(n)
+        for group in sorted(named.values(), key=lambda g: len(g) == 1):  # (merges first, as listed)
+            rows = sorted((i for n in group for i in members[n]), key=id_key.__getitem__)
             # the scope with the most entries wins, written as most of its entries write it
             # (ties: as the oldest entry does)
             by_key: dict[str, list[int]] = {}

@@ -1,11 +1,5 @@
-"""compact's behavioral pass (SPEC §4): what it advises, and writes nothing for.
-
-From events.jsonl and the snapshot, over time windows: learnings worth hardening into issues, rules
-that may hold for every task (recalled for most of the different tasks lately, or said again in
-several runs: a person marks them with `revise --always`), scopes with capture churn, learnings
-never surfaced, conflicts never resolved; and from the rules themselves, pairs in one scope that
-are likely one rule or opposites (`look_alikes`) and scopes close in meaning whose names differ
-(`similar_scopes`). `render_report` writes them as the git-ignored compact-report.md.
+"""compact's behavioral pass (SPEC §4): what it advises and writes nothing for, from events.jsonl
+and the rules themselves; `render_report` writes it as the git-ignored compact-report.md.
 """
 from __future__ import annotations
 
@@ -35,9 +29,9 @@ ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (ta
 
 
 def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
-    """The behavioral pass: what compact advises (and writes nothing for), from events.jsonl and
-    the snapshot: learnings worth hardening, rules that may hold for every task, scopes with churn,
-    stale learnings, conflicts never resolved, and look-alike pairs the judge could not settle."""
+    """Learnings worth hardening, rules that may hold for every task (recalled for most different
+    tasks lately, or said again in several runs), scopes with churn, stale learnings, conflicts
+    never resolved, look-alike pairs the judge could not settle and scopes close in meaning."""
     day = today()
     log = list(events.read(store.path))
 
@@ -137,17 +131,20 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
 
 
 def look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[str, Any]]:
-    """Pairs of entries in one scope (learnings and issues alike) that the judge finds contradicting,
-    or likely one rule or opposites: for a person to settle, since compact merges only what the judge
-    is sure of; never a pair recorded as holding side by side (`differs_from`). At most `limit`,
-    contradictions first, then most alike. The judge reads only the pairs close enough to be
-    likely: its `ask` bar, or a possible opposition (`may_oppose`) at the candidate floor."""
+    """Pairs in one scope the judge finds contradicting, or likely one rule or opposites, for a person
+    to settle (never a `differs_from` pair); at most `limit`, contradictions first, then most alike."""
     entries = snap.entries
     floor, ask = config.threshold("candidate"), config.threshold("ask")
     found = []
-    rows, starts, ends = _scope_runs(snap)
-    for start, end in zip(starts.tolist(), ends.tolist()):
-        run = rows[start:end].tolist()
+    alive = np.flatnonzero(snap.alive).tolist()
+    id_key = snap.id_key.tolist()
+    runs: dict[str, list[int]] = {}  # scope key -> its rows, learnings and issues alike
+    for i, n in zip(alive, snap.scope_of[alive].tolist()):
+        runs.setdefault(snap.scopes[n][1], []).append(i)
+    for run in runs.values():
+        if len(run) < 2:
+            continue
+        run.sort(key=id_key.__getitem__)
         sims = snap.vectors[run] @ snap.vectors[run].T
         texts = [entries[i] for i in run]
         close = np.triu(sims >= floor, 1)
@@ -186,22 +183,6 @@ def similar_scopes(snap: Snapshot, config: Config, limit: int = 50) -> list[dict
                               "similarity": round(float(sims[a, b]), 3)})
     found.sort(key=lambda f: (-f["similarity"], f["scopes"]))
     return found[:limit]
-
-
-def _scope_runs(snap: Snapshot) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """The live rows grouped by scope key (learnings and issues together; in an order of scopes that
-    means nothing), sorted by id in each, and the start and end in them of each scope that holds
-    two or more."""
-    alive = np.flatnonzero(snap.alive)
-    number: dict[str, int] = {}
-    key_of = np.array([number.setdefault(key, len(number)) for _, key, _ in snap.scopes] or [0], np.int64)
-    group = key_of[snap.scope_of[alive]]
-    order = np.lexsort((snap.id_key[alive], group))
-    rows, group = alive[order], group[order]
-    cuts = np.flatnonzero(np.diff(group)) + 1
-    starts, ends = np.concatenate([[0], cuts]).astype(np.int64), np.concatenate([cuts, [len(rows)]]).astype(np.int64)
-    two = ends - starts > 1
-    return rows, starts[two], ends[two]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:

@@ -1,11 +1,5 @@
-"""The global layer (SPEC §4): taste that holds across skills, and promoting entries into it.
-
-`__global__` is a store like any other; recall consults it beside the skill's own store. Entries
-reach it only by an explicit human step: `promote` lifts one entry (a new id there, provenance
-that says where it came from, removed from the skill in the same step), and `promote_cluster`
-enacts one of the cross-skill clusters that `clusters` finds (the same preference in at least
-`global_skill_count` skills). Each step is a commit in each repository it touches, so `git
-revert` in both undoes it.
+"""The global layer (SPEC §4): `__global__`, a store recall consults beside the skill's own, and
+promoting entries into it, always an explicit human step: a commit in each repository it touches.
 """
 from __future__ import annotations
 
@@ -67,10 +61,9 @@ def _ask_always(skill: str, ids: list[str]) -> dict[str, Any]:
 
 def _lift(source: Context | None, target: Context, members: list[tuple[Store, Entry]],
           lead: Entry, always: bool) -> tuple[str, list[dict[str, Any]]]:
-    """Write `lead` (standing for all `members`) into the global store (marked for every task when
-    `always`), then remove every member from its skill, one commit per repository. A member store that refuses its commit leaves the
-    global entry reverted, so nothing is half moved. Returns the global id, and the global entries
-    the judge finds likely or related (kept beside it, and named: a person settles those)."""
+    """Write `lead` (standing for all `members`) into the global store, then remove every member from
+    its skill, one commit per repository; a refused commit reverts them all, so nothing is half moved.
+    Returns the global id, and the global look-alikes the judge named (a person settles those)."""
     same = None
     judged = target.nearest(lead.body, lead.scope)
     for other, verdict in judged:
