@@ -114,6 +114,18 @@ def file_vectors(db: sqlite3.Connection, identity: str, path: str, dim: int) -> 
 
 
 def _rows(record: tuple, dim: int, vectors: bytes | None = None) -> FileRows:
+    """A record as `FileRows`; sqlite3.DatabaseError when its blobs do not fit together (the caller
+    rebuilds the index, as for a corrupt file)."""
+    path, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings, names = record
+    try:
+        if len(words) % 8 or len(postings) != len(words):  # a word's number: 8 bytes; its row and count: 4 + 4
+            raise ValueError("its words and postings differ in length")
+        return _decoded(record, dim, vectors)
+    except (ValueError, TypeError) as exc:
+        raise sqlite3.DatabaseError(f"the record of {path} is damaged ({exc})") from None
+
+
+def _decoded(record: tuple, dim: int, vectors: bytes | None) -> FileRows:
     _, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings, names = record
     return FileRows(stamp, [tuple(s) for s in json.loads(scopes)], np.frombuffer(phrases, np.float32).reshape(-1, dim),
                     np.frombuffer(sums, np.float32).reshape(-1, dim),
@@ -163,7 +175,9 @@ def _keep_foreign(db: sqlite3.Connection, identity: str, paths: list[str]) -> No
         for record in db.execute(f"{_SELECT.replace('SELECT path', 'SELECT backend, vectors, path')} WHERE "
                                  f"backend!=? AND path IN ({','.join('?' * len(chunk))})", (identity, *chunk)):
             backend, vectors, record = record[0], record[1], record[2:]
-            dim = len(record[6]) // 4 // max(1, len(json.loads(record[4])))
+            if not json.loads(record[4]):  # no scopes, so no entries: no vector to keep (nor a width to read them)
+                continue
+            dim = len(record[6]) // 4 // len(json.loads(record[4]))
             rows = _rows(record, dim, vectors)
             texts = [e.body for e in rows.entries] + [display for _, _, display in rows.scopes]
             vectors = [*rows.vectors, *rows.phrases]

@@ -1,5 +1,7 @@
 """Words of a rule, as every part of whetstone that reads text sees them (the hashing embedder,
 the judge, recall's clauses, compact's scope names), so they all agree on what a word is.
+index.sqlite keeps each rule's content words and each scope's name words as made here: a change to
+what a word is must raise `index.cache.SCHEMA`, so every index is rebuilt.
 """
 from __future__ import annotations
 

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import math
+import sqlite3
 from pathlib import Path
 
 import numpy as np
@@ -230,6 +231,28 @@ def test_corrupt_index_is_rebuilt_with_a_warning(store_root: Path) -> None:
     assert ids(result["learnings"]) == ["L1"]
     assert any("index.sqlite was unreadable" in w for w in result["warnings"])
     assert recall(SKILL, "currency formatting")["warnings"] == []
+
+
+@pytest.mark.parametrize("column, blob", [("words", b"\x01" * 7), ("postings", b""), ("phrases", b"\x00" * 5)])
+def test_a_damaged_record_in_the_index_is_rebuilt_with_a_warning(store_root: Path, column: str, blob: bytes) -> None:
+    capture(SKILL, "learning", "Format currency as US dollars", "currency formatting", "x")
+    recall(SKILL, "currency formatting")  # the file's record saved
+    freshness.LIVE.clear()
+    with sqlite3.connect(store_root / SKILL / "index.sqlite") as db:
+        assert db.execute(f"UPDATE files SET {column}=?", (blob,)).rowcount == 1
+    db.close()
+    result = recall(SKILL, "currency formatting")
+    assert ids(result["learnings"]) == ["L1"]
+    assert any("index.sqlite was unreadable" in w and "damaged" in w for w in result["warnings"])
+    assert recall(SKILL, "currency formatting")["warnings"] == []
+
+
+def test_a_scope_file_with_no_entries_survives_a_switch_of_backend(store_root: Path) -> None:
+    store = _store_with(store_root, 2)
+    (store.path / "learnings" / scope_filename("empty")).write_text("", encoding="utf-8")
+    freshness.snapshot(store, CountingEmbedder())
+    snap = freshness.snapshot(store, CountingEmbedder(identity="another-backend-v1"))
+    assert snap.count == 2
 
 
 def test_hand_edits_and_resets_are_seen_without_hooks(store_root: Path) -> None:
