@@ -76,10 +76,13 @@ def content_of(tokens: list[str]) -> list[str]:
     return [stem(t) for t in tokens if t not in STOPWORDS]
 
 
+_SEPARATORS = frozenset("-/.,:;!?'\"()[]{}|`")  # what joins or decorates the words of a name, and means nothing
+
+
 def name_words(name: str) -> tuple[str, ...]:
     """A short name (a scope) as compact compares names: its words stemmed and sorted, stopwords out
     but negations kept ("no emoji" is not "emoji"), small numbers as digits. Case, plurals, word order
-    and punctuation do not count; a value does ("light theme" is not "dark theme", "level 1" not
-    "level 2")."""
-    tokens = words(name)
+    and separating punctuation do not count; a value does ("light theme" is not "dark theme", "level 1"
+    not "level 2"), and so does a symbol that is part of a name ("c++ style" is not "c# style")."""
+    tokens = [NUMBER_WORDS.get(t, t) for t in _TOKEN.findall(normalize(name)) if t not in _SEPARATORS]
     return tuple(sorted(stem(t) for t in tokens if t not in STOPWORDS or t in NEGATIONS)) or tuple(sorted(tokens))

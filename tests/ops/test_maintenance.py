@@ -82,6 +82,16 @@ def test_dry_run_changes_nothing(store_root: Path) -> None:
     assert tree_state(store) == before
 
 
+def test_compact_keeps_apart_scopes_whose_names_differ_by_a_symbol(store_root: Path) -> None:
+    ok("attach", "code")
+    store = store_root / "code"
+    hand_write(store, "learnings", "c++ style", [("L1", "Put the opening brace on its own line")])
+    hand_write(store, "learnings", "c# style", [("L2", "Name private fields with a leading underscore")])
+    hand_write(store, "learnings", "C++-style", [("L3", "Prefer std::array to C arrays")], name="cpp-again.md")
+    changes = ok("compact", "code", "--dry-run")["changes"]
+    assert [c for c in changes if c.startswith("merge scope")] == ["merge scope 'C++-style' into 'c++ style' (learnings)"]
+
+
 def test_decayed_learnings_retire_by_compact_only_and_issues_never(store_root: Path) -> None:
     ok("attach", "tables")
     store = store_root / "tables"
