@@ -110,6 +110,11 @@ def stored_vectors(db: sqlite3.Connection, identity: str) -> Iterator[tuple[str,
 def file_vectors(db: sqlite3.Connection, identity: str, path: str, dim: int) -> np.ndarray:
     """The entry vectors this backend's record of `path` holds."""
     blob = db.execute("SELECT vectors FROM files WHERE backend=? AND path=?", (identity, path)).fetchone()[0]
+    return _matrix(blob, dim)
+
+
+def _matrix(blob: bytes, dim: int) -> np.ndarray:
+    """A float32 blob as rows of `dim` (read in place)."""
     return np.frombuffer(blob, np.float32).reshape(-1, dim)
 
 
@@ -120,18 +125,12 @@ def _rows(record: tuple, dim: int, vectors: bytes | None = None) -> FileRows:
     try:
         if len(words) % 8 or len(postings) != len(words):  # a word's number: 8 bytes; its row and count: 4 + 4
             raise ValueError("its words and postings differ in length")
-        return _decoded(record, dim, vectors)
+        return FileRows(stamp, [tuple(s) for s in json.loads(scopes)], _matrix(phrases, dim), _matrix(sums, dim),
+                        np.frombuffer(columns, np.int64).reshape(len(COLUMNS), -1), json.loads(top), warning,
+                        raw=entries, vectors=None if vectors is None else _matrix(vectors, dim),
+                        words=(words, postings), names=names)
     except (ValueError, TypeError) as exc:
         raise sqlite3.DatabaseError(f"the record of {path} is damaged ({exc})") from None
-
-
-def _decoded(record: tuple, dim: int, vectors: bytes | None) -> FileRows:
-    _, stamp, warning, entries, scopes, columns, phrases, sums, top, words, postings, names = record
-    return FileRows(stamp, [tuple(s) for s in json.loads(scopes)], np.frombuffer(phrases, np.float32).reshape(-1, dim),
-                    np.frombuffer(sums, np.float32).reshape(-1, dim),
-                    np.frombuffer(columns, np.int64).reshape(len(COLUMNS), -1), json.loads(top), warning, raw=entries,
-                    vectors=None if vectors is None else np.frombuffer(vectors, np.float32).reshape(-1, dim),
-                    words=(words, postings), names=names)
 
 
 def cached_entries(root: Path, stamps: dict[str, str]) -> dict[str, list[Entry]]:
