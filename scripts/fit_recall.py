@@ -5,10 +5,12 @@
 
 Recall keeps an entry when its relevance to some clause of the intent (its scope's and its own
 text's likeness, plus the words it shares with the clause, weighted by `lexical`) clears the bar of
-its kind (`learning_cutoff`, `issue_cutoff`) and lies within `band` of that clause's best match.
+its kind (`learning_cutoff`, `issue_cutoff`) and lies within `band` of that clause's best match, or
+shares a word as rare as `rare_word` with the intent; an intent whose best match stays under
+`silence` gets the always-on entries and only those hits.
 For every point of a grid the script recalls each dev query of the labeled set (tests/eval), from
 the stores with their always-on marks and without them, as `python3 dev.py eval` does, and
-chooses, in the order the product puts them: silence first (off-topic intents get at most 0.5
+chooses, in the order the product puts them: quiet first (off-topic intents get at most 0.5
 entries that are not always-on, on average); then the best macro F1 with marks (the matching
 itself: without marks two thirds of the relevant pairs are rules for every task, which no likeness
 finds), within 0.005 of the best; then the best without marks. It prints the frontier (the best F1 at

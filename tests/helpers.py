@@ -154,3 +154,12 @@ def respell(path: Path, files: int, moved: int = 3) -> None:
             b.raw.replace(f"- scope: {b.scope}\n", f"- scope: {spelled}\n").rstrip("\n") + "\n" for b in move))
     git(path, "add", "-A")
     git(path, "commit", "-qm", "hand: scopes spelled two ways")
+
+
+def bm25_scores(lexicon, query) -> "np.ndarray":
+    """Each document's BM25 score for `query` (word numbers): what recall adds up from `matches`."""
+    import numpy as np
+    out = np.zeros(lexicon.size, np.float32)
+    for _, rows, share in lexicon.matches(query):
+        out[rows] += share
+    return out

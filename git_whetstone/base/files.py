@@ -6,15 +6,15 @@ from pathlib import Path
 from typing import Any, Callable
 
 
-def write_atomic(path: Path, data: str | bytes) -> None:
-    """Write through a temporary file and rename, so readers never see half a file (mode 0644).
+def write_atomic(path: Path, data: str | bytes, mode: int = 0o644) -> None:
+    """Write through a temporary file and rename, so readers never see half a file (`mode`, 0644).
     The file is flushed to disk before the rename and its directory after it: on filesystems that
     keep a rename in memory a while (ext4 without auto_da_alloc, XFS), a power cut could otherwise
     lose a write that already looked committed."""
     raw = data.encode("utf-8") if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        _write_flushed(tmp, raw)
+        _write_flushed(tmp, raw, mode)
         os.replace(tmp, path)
     except BaseException:  # a full disk, say: the file keeps its old content, and no temporary is left
         tmp.unlink(missing_ok=True)
@@ -22,13 +22,13 @@ def write_atomic(path: Path, data: str | bytes) -> None:
     sync_directory(path.parent)
 
 
-def _write_flushed(tmp: Path, raw: bytes) -> None:
-    """A temporary file with `raw` in it, mode 0644, flushed to disk."""
-    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644), "wb") as handle:
+def _write_flushed(tmp: Path, raw: bytes, mode: int = 0o644) -> None:
+    """A temporary file with `raw` in it, `mode` (whatever the umask), flushed to disk."""
+    with open(os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, mode & 0o600), "wb") as handle:
         handle.write(raw)
         handle.flush()
         os.fsync(handle.fileno())
-    os.chmod(tmp, 0o644)
+    os.chmod(tmp, mode)
 
 
 WORKERS = 16  # threads that write, flush and rename a many-file change's files side by side

@@ -174,9 +174,10 @@ def _keep_foreign(db: sqlite3.Connection, identity: str, paths: list[str]) -> No
         for record in db.execute(f"{_SELECT.replace('SELECT path', 'SELECT backend, vectors, path')} WHERE "
                                  f"backend!=? AND path IN ({','.join('?' * len(chunk))})", (identity, *chunk)):
             backend, vectors, record = record[0], record[1], record[2:]
-            if not json.loads(record[4]):  # no scopes, so no entries: no vector to keep (nor a width to read them)
+            scopes = len(json.loads(record[4]))
+            if not scopes:  # no scopes, so no entries: no vector to keep (nor a width to read them)
                 continue
-            dim = len(record[6]) // 4 // len(json.loads(record[4]))
+            dim = len(record[6]) // 4 // scopes
             rows = _rows(record, dim, vectors)
             texts = [e.body for e in rows.entries] + [display for _, _, display in rows.scopes]
             vectors = [*rows.vectors, *rows.phrases]

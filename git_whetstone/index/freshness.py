@@ -147,8 +147,10 @@ def _open(store: Store, cached: Snapshot | None) -> tuple[sqlite3.Connection, st
 def _refresh(store: Store, embedder: Embedder, stamps: dict[str, str], cached: Snapshot | None,
              db: sqlite3.Connection | None = None, progress: Progress | None = None) -> Snapshot:
     """`cached` (or a snapshot of what index.sqlite holds) brought up to date with `stamps`. The
-    work (reading files, embedding) happens outside any transaction; what changed is then saved
-    in one short one, skipped when another process is saving: the next call makes up for it."""
+    work (reading files, embedding) happens outside any write transaction (a new process holds a
+    read one meanwhile, so the records and vectors it loads are one version; WAL lets writers go on);
+    what changed is then saved in one short one, skipped when another process is saving: the next
+    call makes up for it."""
     notice = None
     if db is None:
         db, notice = _open(store, cached)

@@ -42,11 +42,9 @@ class FileRows:
     @property
     def entries(self) -> list[Entry]:
         if self._entries is None:
-            self._entries = self._decode()
+            self._entries = [Entry(*row[:10], tuple(row[10]), row[11], tuple(row[12]))
+                             for row in json.loads(zlib.decompress(self._raw))]
         return self._entries
-
-    def _decode(self) -> list[Entry]:
-        return [Entry(*row[:10], tuple(row[10]), row[11], tuple(row[12])) for row in json.loads(zlib.decompress(self._raw))]
 
     def words(self) -> Postings:
         """Its entries' content words, body and scope (`lexical.postings`): read once per version of
@@ -56,8 +54,7 @@ class FileRows:
     def stored_words(self) -> tuple[bytes, bytes]:
         """`words()` as index.sqlite keeps them (`lexical.portable`), made once per version of the file."""
         if self._stored_words is None:
-            entries = self._entries if self._entries is not None else self._decode()
-            self._stored_words = portable(postings([f"{e.body}\n{e.scope}" for e in entries]))
+            self._stored_words = portable(postings([f"{e.body}\n{e.scope}" for e in self.entries]))
         return self._stored_words
 
     def names(self) -> str:

@@ -90,7 +90,7 @@ class Snapshot:
         self.is_learning = np.repeat([path.startswith("learnings/") for path in paths], counts).astype(bool)
         self._scopes(paths)
         self._ids()
-        self._warnings = [w for path, rows in self.files.items() if rows.warning or path in self.duplicates
+        self._warnings = [w for path, rows in self.files.items()
                           for w in ([rows.warning] if rows.warning else []) + self.duplicates.get(path, [])]
         self.stamps: dict[str, str] = {}
         self.notice: str | None = None  # said once, by the call that saw it
@@ -230,14 +230,14 @@ class Snapshot:
         """The scopes whose every name word (`words.name_words`: stemmed, any order) is in `words`."""
         if self._scope_words is None:
             by_word: dict[str, list[tuple[int, frozenset[str]]]] = {}
-            seen = np.zeros(len(self.scopes), bool)
+            seen: set[int] = set()
             for rows in self.rows:
                 for (kind, key, _), line in zip(rows.scopes, rows.names().split("\n")):
                     at = self.scope_number[(kind, key)]
                     name = frozenset(line.split())
-                    if not seen[at] and name:
+                    if at not in seen and name:
                         by_word.setdefault(min(name), []).append((at, name))
-                    seen[at] = True
+                    seen.add(at)
             self._scope_words = by_word
         return [at for word in words for at, name in self._scope_words.get(word, ()) if name <= words]
 

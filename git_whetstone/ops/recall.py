@@ -6,8 +6,8 @@ the scope counts more, because a task names what it touches ("a revenue table") 
 than it restates a rule. The words the entry shares with the clause are added (BM25 over body and
 scope, `semantics.lexical`: a word few entries hold counts much, a common one little). Whatever
 its cosine, an entry is a candidate when the intent names its scope (every word of the name, in
-any order) or shares rare words with it (`rare_word`). Otherwise it is returned when its relevance clears the cutoff for its kind
-(issues have the lower one) and lies within `band` of the best match for one of the clauses: the
+any order) or shares rare words with it (`rare_word`). Otherwise it is returned when its relevance
+clears the cutoff for its kind (issues have the lower one) and lies within `band` of the best match for one of the clauses: the
 band adapts to how well the intent matches this store at all, where a fixed cutoff would return a
 dozen loose matches for a vague intent and nothing for a precise one. A clause's own floor lies at
 most three bands under the best match overall, and a clause whose best match barely clears the
@@ -18,13 +18,14 @@ ranked and capped, and what is left out is counted.
 Entries marked `applies: always` (rules for every task of the skill) are not matched at all: every
 one of them is returned first, on every call, nearest to the intent first and capped by `always_k`
 (the rest counted in `omitted`); they take no place from the learnings and issues the intent
-matched. An intent that matches nothing gets the always-on entries and nothing else; only a store
+matched. An intent whose best match stays under `silence` gets the always-on entries and only the
+entries of scopes it names or sharing its rare words; only a store
 with no always-on entry falls back to its single nearest issue (or strongest learning), flagged
 `fallback`. `other_scopes` maps each scope that contributed nothing to its entry count, nearest
 first, so the agent sees what the intent missed and can fetch a scope by name (`scopes`).
 The cutoffs, band and the words' weight and bar were fitted per backend on the dev split of the
 labeled set in tests/eval (scripts/fit_recall.py), so that an off-topic intent gets the always-on
-entries and nothing else.
+entries and next to nothing else.
 """
 from __future__ import annotations
 
@@ -175,6 +176,12 @@ def _floor(best: np.ndarray, band: float) -> np.ndarray:
     return np.maximum(best - band, best.max() - 3 * band)
 
 
+def likeness(snap: Snapshot, text: np.ndarray, scopes: np.ndarray) -> np.ndarray:
+    """Each row's likeness to each query (rows × queries): its scope's (`scopes`, from
+    `Snapshot.score`) and its own `text`'s, mixed."""
+    return SCOPE_SHARE * scopes[snap.scope_of] + (1 - SCOPE_SHARE) * text
+
+
 class Layer:
     """One store's scores for an intent: the skill's own store, or the global layer. Every row is
     scored: its relevance to each clause (rows × clauses) mixes its scope's likeness to the clause
@@ -183,7 +190,7 @@ class Layer:
     entries of a scope the intent names (every word of its name, in any order) are hits."""
 
     def __init__(self, origin: str, snap: Snapshot, queries: np.ndarray, day: dt.date,
-                 config: Config, named: list[str] = (), texts: list[str] = ()) -> None:
+                 config: Config, named: list[str], texts: list[str]) -> None:
         self.origin, self.snap, self.queries = origin, snap, queries
         self.day, self.config = day, config
         # per row, and kept while the snapshot does not change (`Snapshot.derived`)
@@ -199,19 +206,18 @@ class Layer:
         self.named_rows = np.flatnonzero(self.named)
         text, self.scope_level = snap.score(queries)
         self.scope_relevance = self.scope_level.max(axis=1) if len(self.scope_level) else np.zeros(0)
-        self.per_clause = SCOPE_SHARE * self.scope_level[snap.scope_of] + (1 - SCOPE_SHARE) * text
+        self.per_clause = likeness(snap, text, self.scope_level)
         # the words each row shares with each clause (BM25) add to its relevance; a word few rows
         # hold, shared with the intent, makes a row a candidate
         rare = np.zeros(snap.size, bool)
-        if texts:
-            lexicon, weight, bar = snap.lexicon(), config.threshold("lexical"), config.threshold("rare_word")
-            for at, clause in enumerate(texts if weight else texts[:1]):  # the intent: its rare words
-                for idf, rows, share in lexicon.matches(query_terms(clause)):
-                    self.per_clause[rows, at] += weight * share
-                    if at == 0 and idf >= bar:
-                        rare[rows] = True
+        lexicon, weight, bar = snap.lexicon(), config.threshold("lexical"), config.threshold("rare_word")
+        for at, clause in enumerate(texts if weight else texts[:1]):  # the intent: its rare words
+            for idf, rows, share in lexicon.matches(query_terms(clause)):
+                self.per_clause[rows, at] += weight * share
+                if at == 0 and idf >= bar:
+                    rare[rows] = True
         self.relevance = self.per_clause.max(axis=1) if len(queries) else np.zeros(snap.size)
-        spoken = snap.scopes_named(set(name_words(texts[0]))) if texts else []
+        spoken = snap.scopes_named(set(name_words(texts[0])))
         # hits whatever their cosine: the entries of a scope the intent names, and those sharing a rare word
         self.spoken = (np.isin(snap.scope_of, spoken) | rare) & scoped
         self.learn_hit = self.learning & ((self.relevance >= config.threshold("learning_cutoff")) | self.spoken)

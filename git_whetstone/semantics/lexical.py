@@ -20,6 +20,11 @@ import numpy as np
 
 from .words import content_words
 
+try:  # hashlib's own BLAKE2, without the OpenSSL that `import hashlib` loads (5 ms and more) for every CLI recall
+    from _blake2 import blake2b
+except ImportError:
+    from hashlib import blake2b
+
 K1 = 1.2   # BM25's term-frequency saturation
 B = 0.75   # and its length normalisation
 
@@ -30,10 +35,6 @@ Postings = tuple[np.ndarray, np.ndarray, np.ndarray]
 def number(word: str) -> int:
     """A word as a number every process and every store agrees on: 64 bits of its BLAKE2 hash (two
     of a store's words sharing one is about as likely as a one in 10^10 draw)."""
-    try:  # hashlib's own BLAKE2, without the OpenSSL that `import hashlib` loads (5 ms and more) for every CLI recall
-        from _blake2 import blake2b
-    except ImportError:
-        from hashlib import blake2b
     return int.from_bytes(blake2b(word.encode(), digest_size=8).digest(), "little", signed=True)
 
 
@@ -51,7 +52,7 @@ def postings(texts: list[str]) -> Postings:
 def portable(found: Postings) -> tuple[bytes, bytes]:
     """Postings as index.sqlite keeps them: the word numbers, and the text numbers with the counts."""
     rows, terms, counts = found
-    return terms.tobytes(), rows.tobytes() + counts.astype(np.float32).tobytes()
+    return terms.tobytes(), rows.tobytes() + counts.tobytes()
 
 
 def from_portable(terms: bytes, record: bytes) -> Postings:
@@ -88,9 +89,9 @@ class Lexicon:
         mean = float(length.mean()) if size and length.any() else 1.0
         self.norm = (K1 * (1 - B + B * length / mean)).astype(np.float32)  # per document
         # the idf of a word only one document holds: the top of the 0-1 scale
-        self.top_idf = float(np.log1p((size - 0.5) / 1.5)) if size > 1 else 1.0
+        self.top_idf = float(np.log1p((size - 0.5) / 1.5)) if size else 1.0
 
-    def idf(self, df: int | np.ndarray):
+    def idf(self, df: int) -> float:
         """How telling a word held by `df` of the documents is, 0-1 (Lucene's idf over its top)."""
         return np.log1p((self.size - df + 0.5) / (df + 0.5)) / self.top_idf
 
@@ -104,11 +105,4 @@ class Lexicon:
             if end > start:
                 rows, tf, idf = self.rows[start:end], self.counts[start:end], float(self.idf(end - start))
                 out.append((idf, rows, idf * tf * (K1 + 1) / (tf + self.norm[rows])))
-        return out
-
-    def scores(self, query: np.ndarray) -> np.ndarray:
-        """Each document's BM25 score for `query` (word numbers), on the 0-1 idf scale."""
-        out = np.zeros(self.size, np.float32)
-        for _, rows, share in self.matches(query):
-            out[rows] += share
         return out

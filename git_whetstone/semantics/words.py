@@ -41,10 +41,17 @@ NUMBER_WORDS = {w: str(i) for i, w in enumerate(
     "zero one two three four five six seven eight nine ten eleven twelve".split())}
 
 
+_PUNCTUATION = frozenset(chr(c) for c in range(128) if not chr(c).isalnum())  # as tokens: ASCII symbols
+_SEPARATORS = frozenset("-/.,:;!?'\"()[]{}|`")  # what joins or decorates the words of a name, and means nothing
+
+
 def words(text: str) -> list[str]:
     """Word and symbol tokens of `text` (ASCII punctuation dropped, small number words as digits)."""
-    return [NUMBER_WORDS.get(t, t) for t in _TOKEN.findall(normalize(text))
-            if not (len(t) == 1 and t.isascii() and not t.isalnum())]
+    return _tokens(text, _PUNCTUATION)
+
+
+def _tokens(text: str, dropped: frozenset[str]) -> list[str]:
+    return [NUMBER_WORDS.get(t, t) for t in _TOKEN.findall(normalize(text)) if t not in dropped]
 
 
 @lru_cache(maxsize=1 << 16)  # a store says the same few thousand words again and again
@@ -76,13 +83,10 @@ def content_of(tokens: list[str]) -> list[str]:
     return [stem(t) for t in tokens if t not in STOPWORDS]
 
 
-_SEPARATORS = frozenset("-/.,:;!?'\"()[]{}|`")  # what joins or decorates the words of a name, and means nothing
-
-
 def name_words(name: str) -> tuple[str, ...]:
     """A short name (a scope) as compact compares names: its words stemmed and sorted, stopwords out
     but negations kept ("no emoji" is not "emoji"), small numbers as digits. Case, plurals, word order
     and separating punctuation do not count; a value does ("light theme" is not "dark theme", "level 1"
     not "level 2"), and so does a symbol that is part of a name ("c++ style" is not "c# style")."""
-    tokens = [NUMBER_WORDS.get(t, t) for t in _TOKEN.findall(normalize(name)) if t not in _SEPARATORS]
+    tokens = _tokens(name, _SEPARATORS)
     return tuple(sorted(stem(t) for t in tokens if t not in STOPWORDS or t in NEGATIONS)) or tuple(sorted(tokens))

@@ -147,6 +147,9 @@ def test_an_empty_prompt_an_empty_store_and_an_unknown_skill_add_nothing(store_r
     unknown = run_cli("context", "nope", input=hook("Write a report on sales"))
     quiet(unknown)
     assert "no store for nope" in unknown.stderr
+    typo = run_cli("context", "empti", input=hook("Write a report on sales"))  # a letter off a stored skill
+    quiet(typo)
+    assert "no store for empti; did you mean empty?" in typo.stderr and "attach" not in typo.stderr
     # options it does not know and names that are no skill name: a line, never exit 2 (which would block the prompt)
     odd = run_cli("context", "--future-option", "../x", input=hook("Write a report"))
     quiet(odd)

@@ -203,6 +203,25 @@ def test_compact_all_reports_clusters_and_promote_cluster_enacts_one(store_root:
     assert missing.returncode == 2 and "unknown cluster" in missing.stderr
 
 
+def test_a_cluster_with_rules_for_every_task_asks_before_it_moves(store_root: Path) -> None:
+    for skill in ("tables", "slides"):
+        ok("capture", skill, "Write every date as ISO 8601", "--scope", "dates", "--always")
+    ok("capture", "docs", "Write every date as ISO 8601", "--scope", "dates")
+    cluster = ok("compact", "--all")["clusters"][0]["id"]
+    before = {skill: tree_state(store_root / skill) for skill in ("tables", "slides", "docs")}
+    asked = run_cli("promote", "--cluster", cluster, "--yes", "--json")
+    question = json.loads(asked.stdout)
+    assert question["status"] == "needs_confirmation" and question["cluster"] == cluster
+    assert "L1 of slides applies to every task of slides, L1 of tables applies to every task of tables" \
+        in question["prompt"]
+    assert not list((store_root / "__global__").glob("*/*.md"))
+    assert {skill: tree_state(store_root / skill) for skill in before} == before  # nothing moved
+    done = ok("promote", "--cluster", cluster, "--yes", "--scoped")
+    assert done["global_id"] == "G:L1"
+    text = next((store_root / "__global__" / "learnings").glob("*.md")).read_text()
+    assert "- applies: always" not in text and text.count("promoted from") == 3
+
+
 def test_doctor(store_root: Path) -> None:
     missing = run_cli("doctor", "nope")
     assert missing.returncode == 1 and "claude mcp add whetstone" in missing.stdout

@@ -11,7 +11,6 @@ import pytest
 from git_whetstone.base.config import BACKENDS
 from git_whetstone.ops.recall import recall
 from git_whetstone.ops.writing.capture import capture
-from git_whetstone.semantics.lexical import Lexicon, postings, query_terms
 
 # (polarity, rule, scope, always): two small stores a person could have built
 LEDGER = [
@@ -81,13 +80,3 @@ def test_recall_finds_rare_words_named_scopes_and_keeps_quiet(store_root: Path, 
     fill(lambda skill, polarity, body, scope, always: capture(skill, polarity, body, scope, "said so", always=always))
     for skill, intent, wanted in ASKS:
         check(skill, intent, wanted, recall(skill, intent))
-
-
-def test_bm25_scores_rare_words_above_common_ones() -> None:
-    texts = ["negative amounts in parentheses", "amounts right aligned", "amounts with separators", "row shading"]
-    lexicon = Lexicon(len(texts), [(0, postings(texts))])
-    scores = lexicon.scores(query_terms("negative amounts"))
-    assert scores.argmax() == 0 and scores[3] == 0
-    # "amounts" alone (held by three of four) is worth little; "negative" (held by one) much more
-    assert 0 < scores[1] < scores[0] / 2 and 0 < scores[2] < scores[0] / 2
-    assert not lexicon.scores(query_terms("zyzzyva, qwxlopt")).any()  # words no rule holds match nothing

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import tomllib
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +20,11 @@ import numpy as np
 from ...base.clock import today
 from ...base.config import Config
 from ...base.errors import WhetstoneError
-from ...format.layout import GLOBAL, GLOBAL_PREFIX
+from ...format.layout import GLOBAL, GLOBAL_PREFIX, did_you_mean
 from ...store import events
-from ...store.store import Store, list_skills
+from ...store.store import Store, close_skills, list_skills
 from ...store.weight import weights
-from ..recall import SCOPE_SHARE, clauses, recall
+from ..recall import clauses, likeness, recall
 from ..workspace import Workspace
 
 MAX_CHARS = 4_000     # the block: well inside what a host passes on whole (Claude Code: about 10,000)
@@ -32,7 +32,6 @@ MAX_PROMPT = 4_000    # characters of a prompt taken as the intent (a pasted fil
 RULE_CHARS = 400      # one rule's text in the block, at most
 MATCHED_SKILLS = 3    # skills chosen by matching the prompt, best first
 MATCH_TOP = 3         # entries whose mean relevance is a store's match to a prompt
-MAX_INPUT = 4 << 20   # bytes of hook JSON read
 PROJECT_FILE = ".whetstone.toml"
 PROMPT, SESSION = "UserPromptSubmit", "SessionStart"
 # The match (`match_score`) from which an unnamed skill is chosen, per backend: fitted by
@@ -50,7 +49,6 @@ class Hook:
     event: str
     prompt: str | None = None
     cwd: Path | None = None
-    source: str | None = None
 
 
 def read_hook(text: str) -> Hook:
@@ -75,8 +73,7 @@ def read_hook(text: str) -> Hook:
                              else f"the {PROMPT} hook's prompt is not text")
     cwd = data.get("cwd")
     where = Path(cwd) if isinstance(cwd, str) and cwd and Path(cwd).is_dir() else None
-    source = data.get("source")
-    return Hook(event, prompt if event == PROMPT else None, where, source if isinstance(source, str) else None)
+    return Hook(event, prompt if event == PROMPT else None, where)
 
 
 def project_skills(cwd: Path | None) -> tuple[Path | None, list[str], list[str]]:
@@ -107,8 +104,7 @@ def match_score(ws: Workspace, store: Store, queries: np.ndarray) -> float:
     snap = ws.snapshot(store)
     if not snap.count:
         return -1.0
-    text, scopes = snap.score(queries)
-    relevance = (SCOPE_SHARE * scopes[snap.scope_of] + (1 - SCOPE_SHARE) * text).max(axis=1)[snap.alive]
+    relevance = likeness(snap, *snap.score(queries)).max(axis=1)[snap.alive]
     k = min(MATCH_TOP, max(1, len(relevance) // 10))
     return float(np.partition(relevance, -k)[-k:].mean())
 
@@ -131,7 +127,9 @@ def choose(ws: Workspace, named: list[str], hook: Hook, intent: str | None,
             warnings.append(exc.message)
             continue
         if not store.exists:
-            warnings.append(f"no store for {store.skill} (git whetstone attach {store.skill})")
+            near = close_skills(ws.config, store.skill)  # a typo, most likely: a second store would split the memory
+            warnings.append(f"no store for {store.skill}; {did_you_mean(near)}" if near
+                            else f"no store for {store.skill} (git whetstone attach {store.skill})")
         elif store.skill not in [s.skill for s in stores]:
             stores.append(store)
     if how != "match":
@@ -156,7 +154,7 @@ def choose(ws: Workspace, named: list[str], hook: Hook, intent: str | None,
 
 
 def context(skills: list[str] | tuple[str, ...] = (), hook: str | None = None, intent: str | None = None, *,
-            cwd: str | None = None, config: Config | None = None) -> dict[str, Any]:
+            config: Config | None = None) -> dict[str, Any]:
     """The context block for a host hook's JSON (`hook`, as read from stdin) or for `intent`: the
     skills chosen, a recall of each, and `text`, the block to print ("" when nothing applies)."""
     ws = Workspace.of(config)
@@ -166,8 +164,6 @@ def context(skills: list[str] | tuple[str, ...] = (), hook: str | None = None, i
         said = Hook("intent", intent)
     else:
         raise WhetstoneError("give a host hook's JSON on stdin, or --intent TEXT")
-    if said.cwd is None and cwd:
-        said = replace(said, cwd=Path(cwd))
     task = _as_intent(said.prompt) if said.prompt is not None else None
     warnings: list[str] = []
     result: dict[str, Any] = {"event": said.event, "skills": [], "chosen_by": None, "project_file": None,
@@ -212,8 +208,8 @@ def _recall(ws: Workspace, store: Store, task: str) -> dict[str, Any] | None:
         return None
     r = recall(store.skill, task, config=ws.config)
     items = [dict(i, kind="issue") for i in r["issues"]] + [dict(i, kind="learning") for i in r["learnings"]]
-    if r["fallback"]:
-        items = [i for i in items if i["always"]]
+    if r["fallback"]:  # recall falls back only when no rule holds for every task: nothing to show
+        items = []
     return {"skill": store.skill, "run_id": r["run_id"], "items": items,
             "left": r["omitted"]["learnings"] + r["omitted"]["issues"], "warnings": r["warnings"]}
 

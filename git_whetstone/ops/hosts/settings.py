@@ -96,10 +96,8 @@ def host_hooks(host: str = "claude-code", scope: str = "project", remove: bool =
         status = "installed" if changed else "already_installed"
     if changed:
         path.parent.mkdir(parents=True, exist_ok=True)
-        mode = path.stat().st_mode & 0o777 if text is not None else None
-        write_atomic(path, dump(data, text))
-        if mode is not None:
-            os.chmod(path, mode)
+        # a settings file keeps its mode: a 0600 one may hold keys, and is never readable by others meanwhile
+        write_atomic(path, dump(data, text), path.stat().st_mode & 0o777 if text is not None else 0o644)
     return {"host": host, "scope": scope, "path": str(path), "status": status, "events": changed}
 
 

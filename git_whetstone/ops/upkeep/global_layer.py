@@ -40,7 +40,7 @@ def promote(skill: str, entry_id: str, always: bool | None = None, *, config: Co
         source = Context.open(ws, store)
         entry = source.entry(wanted)
         if entry.always and always is None:
-            return _ask_always(store.skill, [entry.id])
+            return {"skill": store.skill, **_ask_always([(entry.id, store.skill)])}
         target = Context.open(ws, layer)
         new_id, similar = _lift(source, target, [(store, entry)], entry, bool(always))
     shown_id = GLOBAL_PREFIX + new_id
@@ -50,13 +50,13 @@ def promote(skill: str, entry_id: str, always: bool | None = None, *, config: Co
             **({"similar": similar} if similar else {})}
 
 
-def _ask_always(skill: str, ids: list[str]) -> dict[str, Any]:
-    """The question a promotion of entries marked `applies: always` answers first."""
-    which = ", ".join(ids)
-    return {"skill": skill, "status": "needs_confirmation",
-            "prompt": f"{which} of {skill} applies to every task of {skill}; in the global layer it would apply "
-                        f"to every task of every skill. Repeat with always=true if it holds for every skill, or "
-                        f"always=false to promote it as a rule recalled when its scope matches. Nothing was moved."}
+def _ask_always(marked: list[tuple[str, str]]) -> dict[str, Any]:
+    """The question a promotion of entries marked `applies: always` ((id, skill) pairs) answers first."""
+    said = ", ".join(f"{entry_id} of {skill} applies to every task of {skill}" for entry_id, skill in marked)
+    return {"status": "needs_confirmation",
+            "prompt": f"{said}; in the global layer it would apply to every task of every skill. Repeat with "
+                      f"always=true if it holds for every skill, or always=false to promote it as a rule recalled "
+                      f"when its scope matches. Nothing was moved."}
 
 
 def _lift(source: Context | None, target: Context, members: list[tuple[Store, Entry]],
@@ -175,9 +175,9 @@ def promote_cluster(cluster_id: str, always: bool | None = None, *, config: Conf
                 raise WhetstoneError(f"{item['skill']} {item['id']} changed since the cluster was found; "
                                      f"run compact --all again")
             members.append((store, snap.entries[snap.by_id[item["id"]]]))
-        marked = [f"{store.skill} {e.id}" for store, e in members if e.always]
+        marked = [(e.id, store.skill) for store, e in members if e.always]
         if marked and always is None:
-            return {**_ask_always(cluster["skills"][0], marked), "cluster": wanted}
+            return {"skill": cluster["skills"][0], **_ask_always(marked), "cluster": wanted}
         lead = max((e for _, e in members), key=lambda e: (e.recurrence, -int(e.id[1:])))
         new_id, similar = _lift(None, Context.open(ws, layer), members, lead, bool(always))
     shown_id = GLOBAL_PREFIX + new_id
