@@ -369,8 +369,10 @@ def eval_stream(config, streams: list[dict[str, Any]], split: str, code: str, ca
         t = dict.fromkeys(("captures", "asked", "conflicts", "merged", "mentioned", "asked_again"), 0)
         recalls, listed = 0, 0
         for number, stream in enumerate(chosen_streams):
-            # a number of its own: stores named a letter apart would be asked about as typos of each other
-            skill = f"stream-{code}-{mode}-{number + MODES.index(mode) * len(chosen_streams)}-{stream['skill']}"
+            # a number of its own (per backend, mode and stream): stores named a letter apart would be
+            # asked about as typos of each other
+            unique = (list(BACKEND_CODES.values()).index(code) * len(MODES) + MODES.index(mode)) * len(chosen_streams)
+            skill = f"stream-{code}-{mode}-{unique + number}-{stream['skill']}"
             answered: set[frozenset[str]] = set()
             for rule in stream["rules"]:
                 arguments = dict(skill=skill, polarity=rule["kind"], body=rule["body"], scope=rule["scope"],
