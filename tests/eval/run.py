@@ -371,7 +371,8 @@ def eval_stream(config, streams: list[dict[str, Any]], split: str, code: str, ca
         for number, stream in enumerate(chosen_streams):
             # a number of its own (per backend, mode and stream): stores named a letter apart would be
             # asked about as typos of each other
-            unique = (list(BACKEND_CODES.values()).index(code) * len(MODES) + MODES.index(mode)) * len(chosen_streams)
+            codes = [*BACKEND_CODES.values(), code]  # a code of a caller's own comes last
+            unique = (codes.index(code) * len(MODES) + MODES.index(mode)) * len(chosen_streams)
             skill = f"stream-{code}-{mode}-{unique + number}-{stream['skill']}"
             answered: set[frozenset[str]] = set()
             for rule in stream["rules"]:
