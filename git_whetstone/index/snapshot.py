@@ -214,10 +214,12 @@ class Snapshot:
         return np.where(self.alive, self.vectors @ vector, np.float32(-1))
 
     def score(self, queries: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """How close each row's text is to each of `queries` (rows × queries), and each scope (the
-        closer of its phrase and its centroid: scopes × queries)."""
-        scopes = np.maximum(self.centroids @ queries.T, self.phrases @ queries.T)
-        return self.vectors @ queries.T, scopes
+        """How close each row's text is to each of `queries` (queries × rows), and each scope (the
+        closer of its phrase and its centroid: queries × scopes). A query's scores lie side by side:
+        the best over the queries is an elementwise maximum of a few rows, not a reduction along
+        each short one (50 times faster at 100,000 rows)."""
+        scopes = np.maximum(queries @ self.centroids.T, queries @ self.phrases.T)
+        return queries @ self.vectors.T, scopes
 
     def lexicon(self) -> Lexicon:
         """BM25 over every row's words (body and scope), made on first use from its files' postings,

@@ -177,14 +177,17 @@ def _floor(best: np.ndarray, band: float) -> np.ndarray:
 
 
 def likeness(snap: Snapshot, text: np.ndarray, scopes: np.ndarray) -> np.ndarray:
-    """Each row's likeness to each query (rows × queries): its scope's (`scopes`, from
+    """Each row's likeness to each query (queries × rows): its scope's (`scopes`, from
     `Snapshot.score`) and its own `text`'s, mixed."""
-    return SCOPE_SHARE * scopes[snap.scope_of] + (1 - SCOPE_SHARE) * text
+    mixed = scopes.take(snap.scope_of, axis=1)  # C order, as `text` (scopes[:, rows] would be F order)
+    mixed *= SCOPE_SHARE
+    mixed += (1 - SCOPE_SHARE) * text
+    return mixed
 
 
 class Layer:
     """One store's scores for an intent: the skill's own store, or the global layer. Every row is
-    scored: its relevance to each clause (rows × clauses) mixes its scope's likeness to the clause
+    scored: its relevance to each clause (clauses × rows) mixes its scope's likeness to the clause
     (the closer of the scope's phrase and centroid) with its own text's, and adds the words it
     shares with the clause (BM25, `lexical`): a rare word shared counts whatever the cosine. The
     entries of a scope the intent names (every word of its name, in any order) are hits."""
@@ -205,7 +208,7 @@ class Layer:
         self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
         self.named_rows = np.flatnonzero(self.named)
         text, self.scope_level = snap.score(queries)
-        self.scope_relevance = self.scope_level.max(axis=1) if len(self.scope_level) else np.zeros(0)
+        self.scope_relevance = self.scope_level.max(axis=0) if len(queries) else np.zeros(len(snap.scopes))
         self.per_clause = likeness(snap, text, self.scope_level)
         # the words each row shares with each clause (BM25) add to its relevance; a word few rows
         # hold, shared with the intent, makes a row a candidate
@@ -213,10 +216,10 @@ class Layer:
         lexicon, weight, bar = snap.lexicon(), config.threshold("lexical"), config.threshold("rare_word")
         for at, clause in enumerate(texts if weight else texts[:1]):  # the intent: its rare words
             for idf, rows, share in lexicon.matches(query_terms(clause)):
-                self.per_clause[rows, at] += weight * share
+                self.per_clause[at, rows] += weight * share
                 if at == 0 and idf >= bar:
                     rare[rows] = True
-        self.relevance = self.per_clause.max(axis=1) if len(queries) else np.zeros(snap.size)
+        self.relevance = self.per_clause.max(axis=0) if len(queries) else np.zeros(snap.size)
         spoken = snap.scopes_named(set(name_words(texts[0])))
         # hits whatever their cosine: the entries of a scope the intent names, and those sharing a rare word
         self.spoken = (np.isin(snap.scope_of, spoken) | rare) & scoped
@@ -234,14 +237,14 @@ class Layer:
         """Per clause of the intent, the best relevance among this layer's hits (-1 when none)."""
         hits = self.learn_hit | self.issue_hit
         if not hits.any():
-            return np.full(self.per_clause.shape[1], -1.0)
-        return self.per_clause[hits].max(axis=0)
+            return np.full(len(self.per_clause), -1.0)
+        return self.per_clause.take(np.flatnonzero(hits), axis=1).max(axis=1)
 
     def keep_near(self, floor: np.ndarray) -> None:
         """Only entries within the band of the best match for some clause stay hits: each part of
         a many-sided intent brings its own best matches, not just the part that matched best.
         Entries of the scopes the caller named are returned on their own, after these."""
-        kept = ((self.per_clause >= floor).any(axis=1) | self.spoken) & ~self.named
+        kept = ((self.per_clause >= floor[:, None]).any(axis=0) | self.spoken) & ~self.named
         self.learn_hit &= kept
         self.issue_hit &= kept
 

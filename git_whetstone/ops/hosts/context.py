@@ -104,7 +104,7 @@ def match_score(ws: Workspace, store: Store, queries: np.ndarray) -> float:
     snap = ws.snapshot(store)
     if not snap.count:
         return -1.0
-    relevance = likeness(snap, *snap.score(queries)).max(axis=1)[snap.alive]
+    relevance = likeness(snap, *snap.score(queries)).max(axis=0)[snap.alive]
     k = min(MATCH_TOP, max(1, len(relevance) // 10))
     return float(np.partition(relevance, -k)[-k:].mean())
 
