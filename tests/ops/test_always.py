@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from git_whetstone import api
 from git_whetstone.base.errors import WhetstoneError
 from git_whetstone.ops.writing.capture import capture
 from git_whetstone.ops.recall import recall
@@ -267,3 +268,15 @@ def test_the_cli_flags_set_and_show_the_mark(store: Path) -> None:
     shown = json.loads(run_cli("recall", SKILL, "What is a good name for a cat?", "--json").stdout)
     assert {e["rule"] for e in shown["learnings"] + shown["issues"] if e["always"]} >= {
         "Quote identifiers only when they need it.", "Put each selected column on its own line."}
+
+
+def test_a_session_start_keeps_recall_s_budget_and_counts_what_it_leaves_out_by_kind(store: Path,
+                                                                                    monkeypatch) -> None:
+    monkeypatch.setenv("WHETSTONE_ALWAYS_K", "1")
+    start = json.dumps({"hook_event_name": "SessionStart", "source": "startup", "cwd": str(store)})
+    shown = api.context([SKILL], hook=start)
+    assert "ALWAYS I2 [dialect]: Target the Postgres dialect" in shown["text"]  # issues first
+    assert "semicolon" not in shown["text"] and shown["omitted"] == 1
+    event = [json.loads(line) for line in (store / "events.jsonl").read_text().splitlines()][-1]
+    assert event["intent"] == "(session start)" and event["issues"] == ["I2"] and event["learnings"] == []
+    assert event["omitted"] == {"learnings": 1, "issues": 0}  # the learning left out, counted as one

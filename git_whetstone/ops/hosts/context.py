@@ -216,12 +216,13 @@ def _recall(ws: Workspace, store: Store, task: str) -> dict[str, Any] | None:
 
 def _always(ws: Workspace, store: Store) -> dict[str, Any] | None:
     """The always-on rules of the skill (and of the global layer), what a session starts with,
-    recorded as a recall of them."""
+    recorded as a recall of them: issues first, then the strongest learnings, at most `always_k`
+    of both layers together (recall's budget), what is left out counted by kind."""
     config = ws.config
     layers = [("", store)]
     if config.consult_global:
         layers.append((GLOBAL_PREFIX, ws.store(GLOBAL)))
-    items, left, said, day = [], 0, [], today()
+    items, said, day = [], [], today()
     for prefix, st in layers:
         if not st.exists:
             continue
@@ -230,24 +231,24 @@ def _always(ws: Workspace, store: Store) -> dict[str, Any] | None:
         said += st.warnings + snap.warnings
         rows = np.flatnonzero(snap.alive & snap.always)
         weight = weights(snap.recurrence[rows], snap.last_seen[rows], day, config)
-        mine = []
         for row, w in zip(rows.tolist(), weight.tolist()):
             e = snap.entries[row]
             item = {"id": prefix + e.id, "rule": e.body, "scope": e.scope, "always": True, "kind": e.kind}
             if e.kind == "learning":
                 item["weight"] = round(w, 4)
-            mine.append(item)
-        mine.sort(key=lambda i: (i["kind"] != "issue", -i.get("weight", 0)))
-        items += mine[:config.always_k]
-        left += max(0, len(mine) - config.always_k)
+            items.append(item)
     if not items:
         return None
+    items.sort(key=lambda i: (i["kind"] != "issue", -i.get("weight", 0)))  # stable: the skill's first on ties
+    omitted = {"learnings": 0, "issues": 0}
+    for item in items[config.always_k:]:
+        omitted[item["kind"] + "s"] += 1
+    items = items[:config.always_k]
     run_id = events.new_run_id(day)
     events.append(store.path, "recall", run_id=run_id, intent="(session start)", via="context",
                   learnings=[i["id"] for i in items if i["kind"] == "learning"],
-                  issues=[i["id"] for i in items if i["kind"] == "issue"], fallback=False,
-                  omitted={"learnings": 0, "issues": left})
-    return {"skill": store.skill, "run_id": run_id, "items": items, "left": left, "warnings": said}
+                  issues=[i["id"] for i in items if i["kind"] == "issue"], fallback=False, omitted=omitted)
+    return {"skill": store.skill, "run_id": run_id, "items": items, "left": sum(omitted.values()), "warnings": said}
 
 
 # --- the block ------------------------------------------------------------------------------------
