@@ -185,6 +185,13 @@ def likeness(snap: Snapshot, text: np.ndarray, scopes: np.ndarray) -> np.ndarray
     return mixed
 
 
+def _in_scopes(snap: Snapshot, scopes: list[int]) -> np.ndarray:
+    """Per row, whether its scope is one of `scopes` (by number)."""
+    table = np.zeros(len(snap.scopes), bool)
+    table[scopes] = True
+    return table[snap.scope_of]
+
+
 class Layer:
     """One store's scores for an intent: the skill's own store, or the global layer. Every row is
     scored: its relevance to each clause (clauses × rows) mixes its scope's likeness to the clause
@@ -205,7 +212,7 @@ class Layer:
         keys = {scope_key(name) for name in named}
         wanted = [i for i, (_, key, _) in enumerate(snap.scopes) if key in keys] if keys else []
         self.found = {snap.scopes[i][1] for i in wanted}  # the named scopes this store has
-        self.named = np.isin(snap.scope_of, wanted) & scoped if wanted else np.zeros(snap.size, bool)
+        self.named = _in_scopes(snap, wanted) & scoped
         self.named_rows = np.flatnonzero(self.named)
         text, self.scope_level = snap.score(queries)
         self.scope_relevance = self.scope_level.max(axis=0) if len(queries) else np.zeros(len(snap.scopes))
@@ -222,7 +229,7 @@ class Layer:
         self.relevance = self.per_clause.max(axis=0) if len(queries) else np.zeros(snap.size)
         spoken = snap.scopes_named(set(name_words(texts[0])))
         # hits whatever their cosine: the entries of a scope the intent names, and those sharing a rare word
-        self.spoken = (np.isin(snap.scope_of, spoken) | rare) & scoped
+        self.spoken = (_in_scopes(snap, spoken) | rare) & scoped
         self.learn_hit = self.learning & ((self.relevance >= config.threshold("learning_cutoff")) | self.spoken)
         self.issue_hit = self.issue & ((self.relevance >= config.threshold("issue_cutoff")) | self.spoken)
 

@@ -63,8 +63,9 @@ def from_portable(terms: bytes, record: bytes) -> Postings:
 
 
 def query_terms(text: str) -> np.ndarray:
-    """The distinct content words of a query, as numbers."""
-    return np.unique(np.array(list(map(number, set(content_words(text)))), np.int64))
+    """The distinct content words of a query, as numbers, in order. (Sorted, not `np.unique`d: the
+    set has made them distinct, and np.unique imports numpy.ma, 10 ms of a CLI recall.)"""
+    return np.sort(np.fromiter(map(number, set(content_words(text))), np.int64))
 
 
 class Lexicon:
