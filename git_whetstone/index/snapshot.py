@@ -85,10 +85,10 @@ class Snapshot:
         if empty:
             raise ValueError(f"no vectors for {len(empty)} files, such as {min(empty)}")
         columns = np.concatenate([rows.columns for rows in self.rows], axis=1) if self.rows else np.zeros((5, 0), np.int64)
-        self.recurrence, self.last_seen, _, self.id_key, always = columns
+        self.recurrence, self.last_seen, local, self.id_key, always = columns
         self.always = always != 0
         self.is_learning = np.repeat([path.startswith("learnings/") for path in paths], counts).astype(bool)
-        self._scopes(paths)
+        self._scopes(paths, counts, local)
         self._ids()
         self._warnings = [w for path, rows in self.files.items()
                           for w in ([rows.warning] if rows.warning else []) + self.duplicates.get(path, [])]
@@ -101,41 +101,38 @@ class Snapshot:
         self._lexicon: Lexicon | None = None
         self._scope_words: dict[str, list[tuple[int, frozenset[str]]]] | None = None
 
-    def _scopes(self, paths: list[str]) -> None:
-        """The scopes every file names, numbered in the order files name them; each row's scope;
-        each scope's phrase (as the first file naming it spells it) and centroid (the files' sums
-        of its entry vectors, added up and normalised)."""
+    def _scopes(self, paths: list[str], counts: np.ndarray, local: np.ndarray) -> None:
+        """The scopes every file names, numbered in the order files name them; each row's scope
+        (`local`: its number among its file's scopes); each scope's phrase (as the first file naming
+        it spells it) and centroid (the files' sums of its entry vectors, added up and normalised).
+        Python walks the files' scope names only: the rows and vectors are moved by numpy at once."""
         self.scopes: list[tuple[str, str, str]] = []
         self.scope_number: dict[tuple[str, str], int] = {}
         self.holders: dict[tuple[str, str], list[str]] = {}
-        phrases, numbers, named = [], [], []
+        named: list[int] = []  # per file, per scope it names (in its order): the scope's number
+        firsts: list[int] = []  # per scope: where in `named` its first file names it
         for path, rows in zip(paths, self.rows):
-            mine = []
-            for j, (kind, key, display) in enumerate(rows.scopes):
+            for kind, key, display in rows.scopes:
                 at = self.scope_number.get((kind, key))
                 if at is None:
                     at = self.scope_number[(kind, key)] = len(self.scopes)
                     self.scopes.append((kind, key, display))
-                    phrases.append(rows.phrases[j])
                     self.holders[(kind, key)] = []
+                    firsts.append(len(named))
                 self.holders[(kind, key)].append(path)
-                mine.append(at)
-            named += mine
-            numbers.append(np.array(mine, np.int64)[rows.columns[2]] if rows.n else np.zeros(0, np.int64))
-        self.scope_of = np.concatenate(numbers) if numbers else np.zeros(0, np.int64)
-        self.phrases = np.stack(phrases) if phrases else np.zeros((0, self.dim), np.float32)
-        sums = np.zeros((len(self.scopes), self.dim), np.float32)
-        if named:
-            file_sums = np.concatenate([rows.sums for rows in self.rows])
-            named_at = np.array(named, np.int64)
-            first = np.zeros(len(self.scopes), bool)
-            once = np.ones(len(named_at), bool)
-            for at, number in enumerate(named):  # a scope most files name alone: set; one named again: added
-                once[at] = not first[number]
-                first[number] = True
-            sums[named_at[once]] = file_sums[once]
-            for at in np.flatnonzero(~once).tolist():
-                sums[named[at]] += file_sums[at]
+                named.append(at)
+        named_at = np.array(named, np.int64)
+        where = np.cumsum([0] + [len(rows.scopes) for rows in self.rows])[:-1]  # each file's first in `named`
+        self.scope_of = named_at[np.repeat(where, counts) + local] if self.size else np.zeros(0, np.int64)
+        stacked = lambda part: np.concatenate([np.zeros((0, self.dim), np.float32),  # noqa: E731
+                                               *(getattr(rows, part) for rows in self.rows)])
+        self.phrases = stacked("phrases")[firsts]
+        file_sums = stacked("sums")
+        again = np.ones(len(named), bool)
+        again[firsts] = False  # a scope most files name alone: its first file's sum; one named again: added
+        sums = file_sums[firsts]
+        np.add.at(sums, named_at[again], file_sums[again])
+        del file_sums
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         sums /= np.where(norms == 0, 1, norms)  # in place: at 100,000 entries a copy is 10 MB more at the peak
         self.centroids = sums
