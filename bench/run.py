@@ -71,6 +71,7 @@ GIT_IDENTITY = {"GIT_AUTHOR_NAME": "whetstone bench", "GIT_AUTHOR_EMAIL": "bench
 TARGETS: dict[tuple[str, int], tuple[float, str]] = {
     ("recall_cli", 1_000): (250, "issue 2"),
     ("capture_committed", 10_000): (50, "issue 2"),
+    ("recall_inproc", 1_000): (5, "issue 41"),
     ("recall_inproc", 10_000): (25, "issue 2"),
     ("recall_cli", 10_000): (300, "issue 9"),
     ("capture_committed", 100_000): (100, "issue 9"),
