@@ -280,3 +280,20 @@ def test_a_session_start_keeps_recall_s_budget_and_counts_what_it_leaves_out_by_
     event = [json.loads(line) for line in (store / "events.jsonl").read_text().splitlines()][-1]
     assert event["intent"] == "(session start)" and event["issues"] == ["I2"] and event["learnings"] == []
     assert event["omitted"] == {"learnings": 1, "issues": 0}  # the learning left out, counted as one
+
+
+def test_a_session_start_of_two_skills_shows_each_its_own_rules_beside_the_global_ones(store_root: Path,
+                                                                                        monkeypatch) -> None:
+    monkeypatch.setenv("WHETSTONE_SUPERVISION", "autonomous")
+    monkeypatch.setenv("WHETSTONE_ALWAYS_K", "2")
+    capture("__global__", "issue", "Never put a secret in a query.", "secrets", always=True)
+    capture("tables", "learning", "Right-align every number column.", "alignment", always=True)
+    capture("charts", "learning", "Start every bar axis at zero.", "axes", always=True)
+    capture("charts", "learning", "Label every axis with its unit.", "axis labels", always=True)
+    start = json.dumps({"hook_event_name": "SessionStart", "source": "startup", "cwd": str(store_root)})
+    shown = api.context(["tables", "charts"], hook=start)["text"]
+    assert shown.count("Never put a secret in a query.") == 1  # the global rule, once, in the first section
+    # the second skill's places go to its own rules, not to the global one already shown
+    assert "Start every bar axis at zero." in shown and "Label every axis with its unit." in shown
+    monkeypatch.setenv("WHETSTONE_ALWAYS_K", "0")  # no always-on rule wanted: nothing said, nothing logged
+    assert api.context(["tables"], hook=start)["runs"] == []

@@ -175,7 +175,7 @@ def context(skills: list[str] | tuple[str, ...] = (), hook: str | None = None, i
     sections, seen_global = [], set()
     for store in stores:
         try:
-            section = _recall(ws, store, task) if task else _always(ws, store)
+            section = _recall(ws, store, task) if task else _always(ws, store, seen_global)
         except (WhetstoneError, OSError) as exc:
             warnings.append(f"{store.skill}: {getattr(exc, 'message', exc)}")
             continue
@@ -214,13 +214,14 @@ def _recall(ws: Workspace, store: Store, task: str) -> dict[str, Any] | None:
             "left": r["omitted"]["learnings"] + r["omitted"]["issues"], "warnings": r["warnings"]}
 
 
-def _always(ws: Workspace, store: Store) -> dict[str, Any] | None:
-    """The always-on rules of the skill (and of the global layer), what a session starts with,
-    recorded as a recall of them: issues first, then the strongest learnings, at most `always_k`
-    of both layers together (recall's budget), what is left out counted by kind."""
+def _always(ws: Workspace, store: Store, shown: set[str]) -> dict[str, Any] | None:
+    """The always-on rules of the skill (and of the global layer, less those an earlier skill's
+    section `shown`), what a session starts with, recorded as a recall of them: issues first, then
+    the strongest learnings, at most `always_k` of both layers together (recall's budget), what is
+    left out counted by kind. None when nothing is to be said."""
     config = ws.config
     layers = [("", store)]
-    if config.consult_global:
+    if config.consult_global and store.skill != GLOBAL:
         layers.append((GLOBAL_PREFIX, ws.store(GLOBAL)))
     items, said, day = [], [], today()
     for prefix, st in layers:
@@ -234,16 +235,18 @@ def _always(ws: Workspace, store: Store) -> dict[str, Any] | None:
         for row, w in zip(rows.tolist(), weight.tolist()):
             e = snap.entries[row]
             item = {"id": prefix + e.id, "rule": e.body, "scope": e.scope, "always": True, "kind": e.kind}
+            if item["id"] in shown:
+                continue
             if e.kind == "learning":
                 item["weight"] = round(w, 4)
             items.append(item)
-    if not items:
-        return None
     items.sort(key=lambda i: (i["kind"] != "issue", -i.get("weight", 0)))  # stable: the skill's first on ties
     omitted = {"learnings": 0, "issues": 0}
     for item in items[config.always_k:]:
         omitted[item["kind"] + "s"] += 1
     items = items[:config.always_k]
+    if not items:
+        return None
     run_id = events.new_run_id(day)
     events.append(store.path, "recall", run_id=run_id, intent="(session start)", via="context",
                   learnings=[i["id"] for i in items if i["kind"] == "learning"],
