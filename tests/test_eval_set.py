@@ -103,7 +103,6 @@ def test_recall_quality_on_the_default_backend_does_not_regress(default_config, 
     assert report["by_kind"]["paraphrase"]["recall"] >= PARAPHRASE_RECALL_FLOOR, report
     plain = run.eval_recall(default_config, DATA["skills"], "all", [], marked=False)
     assert plain["specific"]["f1"] >= SPECIFIC_F1_FLOOR, plain
-    assert plain["f1"] <= plain["ceiling"], plain  # without marks, no recall can know the rules for every task
 
 
 @pytest.mark.parametrize("mode", ["autonomous", "balanced"])

@@ -113,14 +113,15 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
     """Recall every chosen query of every skill (from the store with its always-on marks, or from
     `<skill>.plain` without them) and score it against the labels: macro P/R/F1 over on-topic
     queries, per kind; how often the rules for every task came back (`always_recall`); P/R/F1 on
-    the other rules alone (`specific`); what an off-topic intent got; and `ceiling`, the F1 of a
-    recall that returns every other rule asked for and nothing else: where a store without marks
-    stops, since nothing tells it which rules hold for every task."""
+    the other rules alone (`specific`); what an off-topic intent got; and `others_only`, the F1 of
+    a recall that returns every other rule asked for and nothing else: about where a store without
+    marks stops, since only their words can bring back the rules for every task (not a bound: a task
+    about such a rule's own topic finds it by its words)."""
     from git_whetstone.ops.recall import recall
 
     per_kind: dict[str, list[tuple[float, float, float]]] = {}
     specific: list[tuple[float, float, float]] = []
-    ceiling: list[float] = []
+    others_only: list[float] = []
     offtopic, offtopic_scoped, returned, fallback, seconds, conflicts = [], [], [], 0, [], []
     always_hits = always_wanted = 0
     for skill in skills:
@@ -144,7 +145,7 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
             always_hits += len(want & every & set(got))
             scoped_got, scoped_want = set(got) - every, want - every
             specific.append(prf(len(scoped_want & scoped_got), len(scoped_got), len(scoped_want)))
-            ceiling.append(prf(len(scoped_want), len(scoped_want), len(want))[2])
+            others_only.append(prf(len(scoped_want), len(scoped_want), len(want))[2])
             if hits < len(want) or hits < len(got):
                 misses.append(f"{query['id']} [{query['kind']}{'' if marked else ', unmarked'}] {query['intent']}\n"
                               f"    missed {sorted(want - set(got))}  extra {sorted(set(got) - want)}")
@@ -159,7 +160,7 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
         "always_recall": round(always_hits / always_wanted, 3) if always_wanted else None,
         "specific": {"precision": mean([s[0] for s in specific]), "recall": mean([s[1] for s in specific]),
                      "f1": mean([s[2] for s in specific])},
-        "ceiling": mean(ceiling),
+        "others_only": mean(others_only),
         "returned_per_query": mean(returned), "offtopic_returned": mean(offtopic),
         "offtopic_not_always": mean(offtopic_scoped), "fallback": fallback,
         "conflicts_per_recall": mean(conflicts),
@@ -468,7 +469,7 @@ def table(reports: list[dict[str, Any]]) -> str:
     kinds = sorted({k for r in reports for k in r["recall"]["by_kind"]})
     for key, label in (("recall", "always-on rules marked"), ("recall_unmarked", "no marks")):
         rows += [(f"recall macro F1 ({label})", lambda r, key=key: r[key]["f1"]),
-                 *([("  ceiling: every other rule, none for every task", lambda r: r["recall_unmarked"]["ceiling"])]
+                 *([("  every other rule, none for every task", lambda r: r["recall_unmarked"]["others_only"])]
                    if key == "recall_unmarked" else []),
                  ("  precision / recall", lambda r, key=key: f"{cell(r[key]['precision'])} / {cell(r[key]['recall'])}"),
                  ("  rules for every task returned", lambda r, key=key: r[key]["always_recall"]),
