@@ -126,13 +126,13 @@ class Snapshot:
         self.scope_of = named_at[np.repeat(where, counts) + local] if self.size else np.zeros(0, np.int64)
         stacked = lambda part: np.concatenate([np.zeros((0, self.dim), np.float32),  # noqa: E731
                                                *(getattr(rows, part) for rows in self.rows)])
-        self.phrases = stacked("phrases")[firsts]
-        file_sums = stacked("sums")
-        again = np.ones(len(named), bool)
-        again[firsts] = False  # a scope most files name alone: its first file's sum; one named again: added
-        sums = file_sums[firsts]
-        np.add.at(sums, named_at[again], file_sums[again])
-        del file_sums
+        self.phrases, sums = stacked("phrases"), stacked("sums")  # a row per scope a file names
+        if len(firsts) < len(named):  # a scope more than one file names: one row, its files' sums added
+            again = np.ones(len(named), bool)
+            again[firsts] = False
+            self.phrases, once = self.phrases[firsts], sums[firsts]
+            np.add.at(once, named_at[again], sums[again])
+            sums = once
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         sums /= np.where(norms == 0, 1, norms)  # in place: at 100,000 entries a copy is 10 MB more at the peak
         self.centroids = sums
