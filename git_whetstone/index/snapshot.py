@@ -123,10 +123,10 @@ class Snapshot:
                 named.append(at)
         named_at = np.array(named, np.int64)
         where = np.cumsum([0] + [len(rows.scopes) for rows in self.rows])[:-1]  # each file's first in `named`
-        self.scope_of = named_at[np.repeat(where, counts) + local] if self.size else np.zeros(0, np.int64)
-        stacked = lambda part: np.concatenate([np.zeros((0, self.dim), np.float32),  # noqa: E731
-                                               *(getattr(rows, part) for rows in self.rows)])
-        self.phrases, sums = stacked("phrases"), stacked("sums")  # a row per scope a file names
+        self.scope_of = named_at[np.repeat(where, counts) + local]
+        none = np.zeros((0, self.dim), np.float32)  # a row per scope a file names, below
+        self.phrases = np.concatenate([none, *(rows.phrases for rows in self.rows)])
+        sums = np.concatenate([none, *(rows.sums for rows in self.rows)])
         if len(firsts) < len(named):  # a scope more than one file names: one row, its files' sums added
             again = np.ones(len(named), bool)
             again[firsts] = False

@@ -1,27 +1,26 @@
 """recall (SPEC §4, §5): the learnings and issues that matter for an elaborated intent.
 
 Recipe: embed the intent and each of its clauses. An entry's relevance to a clause mixes how close
-its scope is (the scope's phrase or centroid) with how close its own text is;
-the scope counts more, because a task names what it touches ("a revenue table") far more often
-than it restates a rule. The words the entry shares with the clause are added (BM25 over body and
-scope, `semantics.lexical`: a word few entries hold counts much, a common one little). Whatever
-its cosine, an entry is a candidate when the intent names its scope (every word of the name, in
-any order) or shares rare words with it (`rare_word`). Otherwise it is returned when its relevance
-clears the cutoff for its kind (issues have the lower one) and lies within `band` of the best match for one of the clauses: the
-band adapts to how well the intent matches this store at all, where a fixed cutoff would return a
-dozen loose matches for a vague intent and nothing for a precise one. A clause's own floor lies at
-most three bands under the best match overall, and a clause whose best match barely clears the
-cutoff (one stray word) brings no matches of its own. Learnings are ordered by
-relevance and weight and picked by MMR, so the k returned are not k paraphrases; issues are
-ranked and capped, and what is left out is counted.
+its scope is (the scope's phrase or centroid) with how close its own text is; the scope counts
+more, because a task names what it touches ("a revenue table") far more often than it restates a
+rule. The words the entry shares with the clause are added (BM25 over body and scope,
+`semantics.lexical`: a word few entries hold counts much, a common one little). Whatever its
+cosine, an entry is a candidate when the intent names its scope (every word of the name, in any
+order) or shares rare words with it (`rare_word`). Otherwise it is returned when its relevance
+clears the cutoff for its kind (issues have the lower one) and lies within `band` of the best
+match for one of the clauses: the band adapts to how well the intent matches this store at all,
+where a fixed cutoff would return a dozen loose matches for a vague intent and nothing for a
+precise one. A clause's own floor lies at most three bands under the best match overall, and a
+clause whose best match barely clears the cutoff (one stray word) brings no matches of its own.
+Learnings are ordered by relevance and weight and picked by MMR, so the k returned are not k
+paraphrases; issues are ranked and capped, and what is left out is counted.
 
 Entries marked `applies: always` (rules for every task of the skill) are not matched at all: every
 one of them is returned first, on every call, nearest to the intent first and capped by `always_k`
 (the rest counted in `omitted`); they take no place from the learnings and issues the intent
 matched. An intent whose best match stays under `silence` gets the always-on entries and only the
-entries of scopes it names or sharing its rare words; only a store
-with no always-on entry falls back to its single nearest issue (or strongest learning), flagged
-`fallback`. `other_scopes` maps each scope that contributed nothing to its entry count, nearest
+entries of scopes it names or sharing its rare words; only a store with no always-on entry falls
+back to its single nearest issue (or strongest learning), flagged `fallback`. `other_scopes` maps each scope that contributed nothing to its entry count, nearest
 first, so the agent sees what the intent missed and can fetch a scope by name (`scopes`).
 The cutoffs, band and the words' weight and bar were fitted per backend on the dev split of the
 labeled set in tests/eval (scripts/fit_recall.py), so that an off-topic intent gets the always-on
@@ -215,7 +214,7 @@ class Layer:
         self.named = _in_scopes(snap, wanted) & scoped
         self.named_rows = np.flatnonzero(self.named)
         text, self.scope_level = snap.score(queries)
-        self.scope_relevance = self.scope_level.max(axis=0) if len(queries) else np.zeros(len(snap.scopes))
+        self.scope_relevance = self.scope_level.max(axis=0)  # `queries` holds the intent at least
         self.per_clause = likeness(snap, text, self.scope_level)
         # the words each row shares with each clause (BM25) add to its relevance; a word few rows
         # hold, shared with the intent, makes a row a candidate
@@ -226,7 +225,7 @@ class Layer:
                 self.per_clause[at, rows] += weight * share
                 if at == 0 and idf >= bar:
                     rare[rows] = True
-        self.relevance = self.per_clause.max(axis=0) if len(queries) else np.zeros(snap.size)
+        self.relevance = self.per_clause.max(axis=0)
         spoken = snap.scopes_named(set(name_words(texts[0])))
         # hits whatever their cosine: the entries of a scope the intent names, and those sharing a rare word
         self.spoken = (_in_scopes(snap, spoken) | rare) & scoped

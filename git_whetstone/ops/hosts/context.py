@@ -234,9 +234,9 @@ def _always(ws: Workspace, store: Store, shown: set[str]) -> dict[str, Any] | No
         weight = weights(snap.recurrence[rows], snap.last_seen[rows], day, config)
         for row, w in zip(rows.tolist(), weight.tolist()):
             e = snap.entries[row]
-            item = {"id": prefix + e.id, "rule": e.body, "scope": e.scope, "always": True, "kind": e.kind}
-            if item["id"] in shown:
+            if prefix + e.id in shown:
                 continue
+            item = {"id": prefix + e.id, "rule": e.body, "scope": e.scope, "always": True, "kind": e.kind}
             if e.kind == "learning":
                 item["weight"] = round(w, 4)
             items.append(item)
