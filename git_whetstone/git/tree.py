@@ -78,28 +78,34 @@ def uncommitted(repo: Path, rels: list[str]) -> list[str]:
     return sorted(rel for rel, (_, same, _) in against_head(repo, rels).items() if not same)
 
 
+# Per repository, the last HEAD read and its folders' trees: a write checks its files twice (before
+# it mints an id, then as it commits), and what a commit holds never changes.
+_HELD: dict[str, tuple[str, dict[str, object]]] = {}
+
+
 def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, bool, str | None]]:
     """Each of `rels` on disk against HEAD: (its bytes, None when absent; whether HEAD holds exactly that;
     HEAD's blob id for it, when it does and the file exists). Read in-process (dulwich: a write pays no
-    git process), each folder's tree once, a file compared by blob id. Outside a repository every file
-    counts as held, with no blob."""
+    git process), each folder's tree once per HEAD, a file compared by blob id. Outside a repository
+    every file counts as held, with no blob."""
     from dulwich.errors import NotGitRepository, NotTreeError
     from dulwich.objects import Blob, SubmoduleEncountered, Tree
     from dulwich.object_store import tree_lookup_path
     from dulwich.repo import Repo
 
-    found: dict[str, tuple[bytes | None, bool, str | None]] = {}
-    try:
-        with Repo(str(repo)) as handle:
-            try:
-                tree = handle[handle.head()].tree
-            except KeyError:  # no commit yet: every file on disk is new
-                tree = None
-            folders: dict[str, Tree | None] = {}  # folder -> its tree as HEAD holds it (None: no such folder)
-
-            def held(rel: str) -> bytes | None:
-                folder, _, name = rel.rpartition("/")
-                if folder not in folders:
+    head = runner.head(repo)
+    seen, folders = _HELD.get(str(repo), ("", {}))
+    if head is None or head != seen:
+        folders = {}  # folder -> its tree as HEAD holds it (None: no such folder)
+    wanted = {rel.rpartition("/")[0] for rel in rels} - folders.keys()
+    if wanted:
+        try:
+            with Repo(str(repo)) as handle:
+                try:
+                    tree = handle[head.encode("ascii") if head else handle.head()].tree
+                except KeyError:  # no commit yet: every file on disk is new
+                    tree = None
+                for folder in wanted:
                     folders[folder] = None
                     if tree is not None:
                         try:
@@ -110,23 +116,29 @@ def against_head(repo: Path, rels: list[str]) -> dict[str, tuple[bytes | None, b
                         except (KeyError, TypeError, NotADirectoryError, AttributeError, NotTreeError,
                                 SubmoduleEncountered):  # a path through a file or a submodule HEAD holds: no such file
                             pass
-                listed, key = folders[folder], name.encode()
-                if listed is None or key not in listed:
-                    return None
-                mode, sha = listed[key]
-                return None if mode & 0o40000 else sha  # (a folder of that name is no file)
+        except NotGitRepository:
+            return {rel: (read_or_none(repo / rel), True, None) for rel in rels}
+        if head is not None:
+            _HELD[str(repo)] = (head, folders)
 
-            for rel in rels:
-                try:
-                    data = (repo / rel).read_bytes()
-                except FileNotFoundError:
-                    data, disk = None, None
-                else:
-                    disk = Blob.from_string(data).id
-                same = disk == held(rel)
-                found[rel] = (data, same, disk.decode("ascii") if same and disk is not None else None)
-    except NotGitRepository:
-        return {rel: (read_or_none(repo / rel), True, None) for rel in rels}
+    def held(rel: str) -> bytes | None:
+        folder, _, name = rel.rpartition("/")
+        listed, key = folders[folder], name.encode()
+        if listed is None or key not in listed:
+            return None
+        mode, sha = listed[key]
+        return None if mode & 0o40000 else sha  # (a folder of that name is no file)
+
+    found: dict[str, tuple[bytes | None, bool, str | None]] = {}
+    for rel in rels:
+        try:
+            data = (repo / rel).read_bytes()
+        except FileNotFoundError:
+            data, disk = None, None
+        else:
+            disk = Blob.from_string(data).id
+        same = disk == held(rel)
+        found[rel] = (data, same, disk.decode("ascii") if same and disk is not None else None)
     return found
 
 

@@ -8,6 +8,7 @@ vectors). A row whose id an earlier file already claims is kept but not `alive`,
 """
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 
 import numpy as np
@@ -89,17 +90,38 @@ class Snapshot:
         self.always = always != 0
         self.is_learning = np.repeat([path.startswith("learnings/") for path in paths], counts).astype(bool)
         self._scopes(paths, counts, local)
-        self._ids()
-        self._warnings = [w for path, rows in self.files.items()
-                          for w in ([rows.warning] if rows.warning else []) + self.duplicates.get(path, [])]
+        self._scope_words: dict[str, list[tuple[int, frozenset[str]]]] | None = None
         self.stamps: dict[str, str] = {}
         self.notice: str | None = None  # said once, by the call that saw it
         self.watch = None                # a long-lived process's change feed (watch.py)
         self.db = None                   # and its open index.sqlite
         self.db_inode = 0
+        self._ids()
+
+    def _ids(self) -> None:
+        """Which row holds each id, the warnings, and nothing derived yet: the last step of making
+        a snapshot. A row whose id an earlier file (in path order) already claims is left out (not
+        `alive`), with a warning that names both."""
+        order = np.argsort(self.id_key, kind="stable")
+        keys = self.id_key[order]
+        again = np.flatnonzero(keys[1:] == keys[:-1]) + 1  # a later row of the same key
+        self.alive = np.ones(self.size, bool)
+        self.alive[order[again]] = False
+        self.duplicates: dict[str, list[str]] = {}
+        for at in again.tolist():
+            first = at - 1
+            while first and keys[first - 1] == keys[at]:
+                first -= 1
+            here, there = self.entries[int(order[at])], self.entries[int(order[first])]
+            self.duplicates.setdefault(here.path, []).append(
+                f"{here.path}:{here.line}: duplicate id {here.id} (also in {there.path}); this copy is left out")
+        live = np.ones(len(keys), bool)
+        live[again] = False
+        self._keys, self._key_rows = keys[live], order[live]
+        self._warnings = [w for path, rows in self.files.items()
+                          for w in ([rows.warning] if rows.warning else []) + self.duplicates.get(path, [])]
         self._derived: dict[str, np.ndarray] = {}
         self._lexicon: Lexicon | None = None
-        self._scope_words: dict[str, list[tuple[int, frozenset[str]]]] | None = None
 
     def _scopes(self, paths: list[str], counts: np.ndarray, local: np.ndarray) -> None:
         """The scopes every file names, numbered in the order files name them; each row's scope
@@ -136,26 +158,6 @@ class Snapshot:
         norms = np.linalg.norm(sums, axis=1, keepdims=True)
         sums /= np.where(norms == 0, 1, norms)  # in place: at 100,000 entries a copy is 10 MB more at the peak
         self.centroids = sums
-
-    def _ids(self) -> None:
-        """Which row holds each id: a row whose id an earlier file (in path order) already claims
-        is left out (not `alive`), with a warning that names both."""
-        order = np.argsort(self.id_key, kind="stable")
-        keys = self.id_key[order]
-        again = np.flatnonzero(keys[1:] == keys[:-1]) + 1  # a later row of the same key
-        self.alive = np.ones(self.size, bool)
-        self.alive[order[again]] = False
-        self.duplicates: dict[str, list[str]] = {}
-        for at in again.tolist():
-            first = at - 1
-            while first and keys[first - 1] == keys[at]:
-                first -= 1
-            here, there = self.entries[int(order[at])], self.entries[int(order[first])]
-            self.duplicates.setdefault(here.path, []).append(
-                f"{here.path}:{here.line}: duplicate id {here.id} (also in {there.path}); this copy is left out")
-        live = np.ones(len(keys), bool)
-        live[again] = False
-        self._keys, self._key_rows = keys[live], order[live]
 
     def row_of(self, entry_id: str) -> int | None:
         """The row of the live entry `entry_id`, or None."""
@@ -252,10 +254,58 @@ class Snapshot:
     # --- changes --------------------------------------------------------------------------------
     def changed(self, removed: list[str], added: dict[str, FileRows]) -> "Snapshot":
         """This snapshot without the files `removed` and with those `added` (their vectors held):
-        a new one, taking the other files' vectors from this one's matrix."""
-        gone = set(removed) | set(added)
-        kept = {path: rows for path, rows in self.files.items() if path not in gone}
-        views = {path: self.file_vectors(path) for path in kept}
-        snap = Snapshot(self.dim, {**kept, **added}, views)
+        a new one, taking the other files' rows from this one's arrays. When the files changed only
+        their entries (each still names the scopes it named: a capture, a reinforce, a revise), the
+        new rows are spliced into copies of the arrays and only those scopes' centroids are made
+        again; otherwise the snapshot is made anew from every file's rows."""
+        if removed or any(path not in self.files or rows.scopes != self.files[path].scopes
+                          for path, rows in added.items()):
+            gone = set(removed) | set(added)
+            kept = {path: rows for path, rows in self.files.items() if path not in gone}
+            snap = Snapshot(self.dim, {**kept, **added}, {path: self.file_vectors(path) for path in kept})
+        else:
+            snap = self._spliced(added)
         snap.watch, snap.db, snap.db_inode = self.watch, self.db, self.db_inode
+        return snap
+
+    def _spliced(self, added: dict[str, FileRows]) -> "Snapshot":
+        """`changed` for files that name the scopes they named: a shallow copy whose row arrays are
+        this one's with those files' stretches replaced (numpy copies the rest at once), whose scope
+        tables are shared, and whose changed scopes' centroids are their files' sums added again."""
+        snap = copy.copy(self)
+        snap.files = {**self.files, **added}  # the same paths, in the same order
+        snap.rows = list(snap.files.values())
+        counts = np.array([rows.n for rows in snap.rows], np.int64)
+        snap.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        snap.size = int(counts.sum())
+        order = sorted(added, key=self._at.__getitem__)
+
+        def spliced(old: np.ndarray, new: Callable[[str], np.ndarray]) -> np.ndarray:
+            parts, done = [], 0
+            for path in order:
+                start = int(self.starts[self._at[path]])
+                parts += [old[done:start], new(path)]
+                done = start + self.files[path].n
+            return np.concatenate([*parts, old[done:]])
+
+        def numbered(path: str) -> np.ndarray:  # its rows' scopes, as the snapshot numbers them
+            rows = added[path]
+            return np.array([self.scope_number[(kind, key)] for kind, key, _ in rows.scopes], np.int64)[rows.columns[2]]
+
+        snap.vectors = spliced(self.vectors, lambda path: added[path].vectors)
+        snap.recurrence = spliced(self.recurrence, lambda path: added[path].columns[0])
+        snap.last_seen = spliced(self.last_seen, lambda path: added[path].columns[1])
+        snap.scope_of = spliced(self.scope_of, numbered)
+        snap.id_key = spliced(self.id_key, lambda path: added[path].columns[3])
+        snap.always = spliced(self.always, lambda path: added[path].columns[4] != 0)
+        snap.is_learning = spliced(self.is_learning, lambda path: np.full(added[path].n, path.startswith("learnings/")))
+        snap.centroids = self.centroids.copy()
+        for scope in {(kind, key) for rows in added.values() for kind, key, _ in rows.scopes}:
+            total = np.zeros(self.dim, np.float32)
+            for path in self.holders[scope]:
+                rows = snap.files[path]
+                total += rows.sums[[named[:2] for named in rows.scopes].index(scope)]
+            norm = np.linalg.norm(total)
+            snap.centroids[self.scope_number[scope]] = total / (norm or 1)
+        snap._ids()
         return snap
