@@ -224,7 +224,7 @@ class Snapshot:
         """BM25 over every row's words (body and scope), made on first use from its files' postings,
         which outlive the snapshot as long as their file does not change."""
         if self._lexicon is None:
-            self._lexicon = Lexicon(self.size, list(zip(self.starts.tolist(), (rows.words() for rows in self.rows))))
+            self._lexicon = Lexicon.of(self.size, list(zip(self.starts.tolist(), (rows.words() for rows in self.rows))))
         return self._lexicon
 
     def scopes_named(self, words: set[str]) -> list[int]:
@@ -271,19 +271,19 @@ class Snapshot:
     def _spliced(self, added: dict[str, FileRows]) -> "Snapshot":
         """`changed` for files that name the scopes they named: a shallow copy whose row arrays are
         this one's with those files' stretches replaced (numpy copies the rest at once), whose scope
-        tables are shared, and whose changed scopes' centroids are their files' sums added again."""
+        tables are shared, whose changed scopes' centroids are their files' sums added again, and
+        whose lexicon (when this one has made its own) has the files' words merged in."""
         snap = copy.copy(self)
         snap.files = {**self.files, **added}  # the same paths, in the same order
         snap.rows = list(snap.files.values())
         counts = np.array([rows.n for rows in snap.rows], np.int64)
         snap.starts = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
         snap.size = int(counts.sum())
-        order = sorted(added, key=self._at.__getitem__)
+        spans = [(int(self.starts[self._at[path]]), path) for path in sorted(added, key=self._at.__getitem__)]
 
         def spliced(old: np.ndarray, new: Callable[[str], np.ndarray]) -> np.ndarray:
             parts, done = [], 0
-            for path in order:
-                start = int(self.starts[self._at[path]])
+            for start, path in spans:
                 parts += [old[done:start], new(path)]
                 done = start + self.files[path].n
             return np.concatenate([*parts, old[done:]])
@@ -308,4 +308,7 @@ class Snapshot:
             norm = np.linalg.norm(total)
             snap.centroids[self.scope_number[scope]] = total / (norm or 1)
         snap._ids()
+        if self._lexicon is not None:  # (else made on first use, as for any snapshot)
+            snap._lexicon = self._lexicon.changed([(start, start + self.files[path].n, added[path].n,
+                                                    added[path].words()) for start, path in spans])
         return snap

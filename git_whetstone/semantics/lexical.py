@@ -69,10 +69,20 @@ def query_terms(text: str) -> np.ndarray:
 
 
 class Lexicon:
-    """BM25 over `size` documents given their postings (document, word, count) in parts, each with
-    the number of its first document."""
+    """BM25 over documents: the postings (word, document, count) sorted by word, and each document's
+    length (its words, counted)."""
 
-    def __init__(self, size: int, parts: list[tuple[int, Postings]]) -> None:
+    def __init__(self, terms: np.ndarray, rows: np.ndarray, counts: np.ndarray, length: np.ndarray) -> None:
+        self.terms, self.rows, self.counts, self.length, self.size = terms, rows, counts, length, len(length)
+        mean = float(length.mean()) if self.size and length.any() else 1.0
+        self.norm = (K1 * (1 - B + B * length / mean)).astype(np.float32)  # per document
+        # the idf of a word only one document holds: the top of the 0-1 scale
+        self.top_idf = float(np.log1p((self.size - 0.5) / 1.5)) if self.size else 1.0
+
+    @classmethod
+    def of(cls, size: int, parts: list[tuple[int, Postings]]) -> "Lexicon":
+        """The lexicon of `size` documents given their postings (document, word, count) in parts,
+        each with the number of its first document."""
         def joined(column: int, dtype: type) -> np.ndarray:
             return np.concatenate([np.zeros(0, dtype), *(p[column] + start if column == 0 else p[column]
                                                          for start, p in parts)], dtype=dtype)
@@ -80,17 +90,38 @@ class Lexicon:
         # would be 20 MB more at the peak
         terms = joined(1, np.int64)
         order = np.argsort(terms)
-        self.terms = terms[order]
-        del terms
-        self.rows = joined(0, np.int32)[order]
-        self.counts = joined(2, np.float32)[order]
-        self.size = size
+        terms = terms[order]
+        rows = joined(0, np.int32)[order]
+        counts = joined(2, np.float32)[order]
         length = np.zeros(size, np.float32)
-        np.add.at(length, self.rows, self.counts)  # bincount would make int64 and float64 copies of both first
-        mean = float(length.mean()) if size and length.any() else 1.0
-        self.norm = (K1 * (1 - B + B * length / mean)).astype(np.float32)  # per document
-        # the idf of a word only one document holds: the top of the 0-1 scale
-        self.top_idf = float(np.log1p((size - 0.5) / 1.5)) if size else 1.0
+        np.add.at(length, rows, counts)  # bincount would make int64 and float64 copies of both first
+        return cls(terms, rows, counts, length)
+
+    def changed(self, spans: list[tuple[int, int, int, Postings]]) -> "Lexicon":
+        """This lexicon with the documents from `start` to `end` of each span (in order, apart, at
+        least one) replaced by `n` documents whose postings are given (numbered from 0); the
+        documents after a span move by its change of size. The new postings are merged into the
+        sorted ones and numpy moves the rest at once: what a capture costs the next recall."""
+        starts = np.array([start for start, _, _, _ in spans], np.int64)
+        ends = np.array([end for _, end, _, _ in spans], np.int64)
+        moved = np.concatenate([[0], np.cumsum([n - (end - start) for start, end, n, _ in spans])])
+        at = np.searchsorted(ends, self.rows, "right")  # the first span that ends after each posting's document
+        keep = (at == len(spans)) | (self.rows < starts[np.minimum(at, len(spans) - 1)])
+        length, new, done = [], [], 0
+        for (start, end, n, (docs, words, tf)), shift in zip(spans, moved.tolist()):
+            made = np.zeros(n, np.float32)
+            np.add.at(made, docs, tf)
+            length += [self.length[done:start], made]
+            new.append((docs + (start + shift), words, tf))
+            done = end
+        docs, words, tf = (np.concatenate([part[column] for part in new]) for column in range(3))
+        order = np.argsort(words, kind="stable")
+        terms = self.terms[keep]
+        where = np.searchsorted(terms, words[order])
+        return Lexicon(np.insert(terms, where, words[order]),
+                       np.insert((self.rows + moved[at])[keep].astype(np.int32), where, docs[order].astype(np.int32)),
+                       np.insert(self.counts[keep], where, tf[order]),
+                       np.concatenate([*length, self.length[done:]]))
 
     def idf(self, df: int) -> float:
         """How telling a word held by `df` of the documents is, 0-1 (Lucene's idf over its top)."""

@@ -8,6 +8,8 @@ import numpy as np
 from git_whetstone.format.entry import Entry
 from git_whetstone.index.rows import file_rows
 from git_whetstone.index.snapshot import Snapshot
+from git_whetstone.semantics.lexical import query_terms
+from tests.helpers import bm25_scores
 
 DIM = 8
 
@@ -78,3 +80,21 @@ def test_a_changed_file_is_the_snapshot_made_anew():
     _same_snapshot(after.changed([], new_scope), Snapshot(DIM, {**after.files, **new_scope}))
     gone = after.changed(["learnings/c.md"], {})
     _same_snapshot(gone, Snapshot(DIM, {p: r for p, r in after.files.items() if p != "learnings/c.md"}))
+
+
+def test_a_changed_file_merges_its_words_into_the_lexicon_as_a_new_one_would_read_them():
+    """The lexicon a spliced snapshot carries scores every word of every row as one made from every
+    file's words: a word gone with a removed row, a word the change brings, the rows after it moved."""
+    vectors: dict[str, np.ndarray] = {}
+    before = Snapshot(DIM, _made(FILES, vectors))
+    before.lexicon()
+    more = _made({"learnings/a.md": [("Column layout", "Negative amounts in parentheses."),
+                                     ("Date buckets", "Bucket by month."), ("Date buckets", "Fiscal weeks.")],
+                  "learnings/c.md": [("Date buckets", "Weeks start on Sunday, never Monday.")]}, vectors, first=10)
+    after = before.changed([], more)
+    made = Snapshot(DIM, {**before.files, **more})
+    words = "negative amount parenthes column line bucket month fiscal week start sunday monday align wrap"
+    assert after._lexicon is not None and after.lexicon().size == made.lexicon().size == 6
+    assert np.allclose(bm25_scores(after.lexicon(), query_terms(words)), bm25_scores(made.lexicon(), query_terms(words)),
+                       atol=1e-6)
+    assert not bm25_scores(after.lexicon(), query_terms("line")).any()  # the only row that said it is gone

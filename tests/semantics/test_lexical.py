@@ -7,7 +7,7 @@ from tests.helpers import bm25_scores
 
 def test_bm25_scores_rare_words_above_common_ones() -> None:
     texts = ["negative amounts in parentheses", "amounts right aligned", "amounts with separators", "row shading"]
-    lexicon = Lexicon(len(texts), [(0, postings(texts))])
+    lexicon = Lexicon.of(len(texts), [(0, postings(texts))])
     scores = bm25_scores(lexicon, query_terms("negative amounts"))
     assert scores.argmax() == 0 and scores[3] == 0
     # "amounts" alone (held by three of four) is worth little; "negative" (held by one) much more
@@ -16,5 +16,5 @@ def test_bm25_scores_rare_words_above_common_ones() -> None:
 
 
 def test_a_word_of_the_only_rule_is_as_rare_as_a_word_can_be() -> None:
-    lexicon = Lexicon(1, [(0, postings(["negative amounts in parentheses"]))])
+    lexicon = Lexicon.of(1, [(0, postings(["negative amounts in parentheses"]))])
     assert [round(idf, 6) for idf, _, _ in lexicon.matches(query_terms("negative"))] == [1.0]
