@@ -122,6 +122,7 @@ class Snapshot:
                           for w in ([rows.warning] if rows.warning else []) + self.duplicates.get(path, [])]
         self._derived: dict[str, np.ndarray] = {}
         self._lexicon: Lexicon | None = None
+        self._pending: tuple[Lexicon, list[list]] | None = None  # a predecessor's lexicon, and the changes since
 
     def _scopes(self, paths: list[str], counts: np.ndarray, local: np.ndarray) -> None:
         """The scopes every file names, numbered in the order files name them; each row's scope
@@ -221,10 +222,16 @@ class Snapshot:
         return queries @ self.vectors.T, scopes
 
     def lexicon(self) -> Lexicon:
-        """BM25 over every row's words (body and scope), made on first use from its files' postings,
-        which outlive the snapshot as long as their file does not change."""
+        """BM25 over every row's words (body and scope), made on first use: a predecessor's with the
+        changed files' words merged in (`Lexicon.changed`), else from every file's postings (which
+        outlive the snapshot as long as their file does not change)."""
+        if self._lexicon is None and self._pending is not None:  # a predecessor's, with the changes merged in
+            self._lexicon, changes = self._pending
+            for spans in changes:
+                self._lexicon = self._lexicon.changed(spans)
         if self._lexicon is None:
             self._lexicon = Lexicon.of(self.size, list(zip(self.starts.tolist(), (rows.words() for rows in self.rows))))
+        self._pending = None
         return self._lexicon
 
     def scopes_named(self, words: set[str]) -> list[int]:
@@ -272,7 +279,8 @@ class Snapshot:
         """`changed` for files that name the scopes they named: a shallow copy whose row arrays are
         this one's with those files' stretches replaced (numpy copies the rest at once), whose scope
         tables are shared, whose changed scopes' centroids are their files' sums added again, and
-        whose lexicon (when this one has made its own) has the files' words merged in."""
+        whose lexicon (when this one has one, or one to come) gets the files' words merged in on
+        first use."""
         snap = copy.copy(self)
         snap.files = {**self.files, **added}  # the same paths, in the same order
         snap.rows = list(snap.files.values())
@@ -308,7 +316,8 @@ class Snapshot:
             norm = np.linalg.norm(total)
             snap.centroids[self.scope_number[scope]] = total / (norm or 1)
         snap._ids()
-        if self._lexicon is not None:  # (else made on first use, as for any snapshot)
-            snap._lexicon = self._lexicon.changed([(start, start + self.files[path].n, added[path].n,
-                                                    added[path].words()) for start, path in spans])
+        if self._lexicon is not None or self._pending is not None:  # merged on first use: a capture pays nothing
+            lexicon, changes = (self._lexicon, []) if self._lexicon is not None else self._pending
+            snap._pending = (lexicon, [*changes, [(start, start + self.files[path].n, added[path].n,
+                                                   added[path].words()) for start, path in spans]])
         return snap

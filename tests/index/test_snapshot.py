@@ -94,7 +94,14 @@ def test_a_changed_file_merges_its_words_into_the_lexicon_as_a_new_one_would_rea
     after = before.changed([], more)
     made = Snapshot(DIM, {**before.files, **more})
     words = "negative amount parenthes column line bucket month fiscal week start sunday monday align wrap"
-    assert after._lexicon is not None and after.lexicon().size == made.lexicon().size == 6
+    assert after._pending is not None and after.lexicon().size == made.lexicon().size == 6  # merged, not made anew
     assert np.allclose(bm25_scores(after.lexicon(), query_terms(words)), bm25_scores(made.lexicon(), query_terms(words)),
                        atol=1e-6)
     assert not bm25_scores(after.lexicon(), query_terms("line")).any()  # the only row that said it is gone
+    # two changes before the next recall: both merged, in order, when it asks
+    first = after.changed([], _made({"learnings/b.md": [("column  LAYOUT", "Wrap at 80.")]}, vectors, first=40))
+    second = first.changed([], _made({"learnings/c.md": [("Date buckets", "Fortnights, not weeks.")]}, vectors, first=50))
+    made = Snapshot(DIM, {**first.files, **second.files})
+    assert second._pending is not None and second.lexicon().size == made.lexicon().size == 5
+    assert np.allclose(bm25_scores(second.lexicon(), query_terms(words)), bm25_scores(made.lexicon(), query_terms(words)),
+                       atol=1e-6)
