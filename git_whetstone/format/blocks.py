@@ -53,9 +53,6 @@ TITLE_LIMIT = 72
 _HEADING = re.compile(r"^## (\S+) \u00b7 (.*)$")
 _ID = re.compile(r"^([A-Za-z]+)(\d+)$")
 FIELD = re.compile(r"^- ([A-Za-z_][A-Za-z0-9_-]*):(?: (.*))?$")
-# `FIELD` over a block's text: one line (up to its newline or the end), a run of them (`fields_of`)
-_FIELD_LINE = re.compile(r"- ([A-Za-z_][A-Za-z0-9_-]*):(?: ([^\n]*))?(?:\n|\Z)")
-_FIELD_RUN = re.compile(r"(?:- [A-Za-z_][A-Za-z0-9_-]*:(?: [^\n]*)?(?:\n|\Z))*")
 _DATE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
 _POSITIVE = re.compile(r"[1-9]\d*")
 # `differs_from`'s value: entry ids, comma and space between them ("L3, L10, I2")
@@ -448,16 +445,6 @@ def _parse_block(texts: list[str], first: int, want: str | None, err) -> tuple |
 
     _check_fields(prefix, bid, fields, first, err)
     return bid, title, tuple(fields), "\n".join(body_lines)
-
-
-def fields_of(block_text: str) -> tuple[tuple[str, str], ...]:
-    """The metadata of a block's source (without carriage returns) as `parse` reads it, for a block
-    known to be valid: the `- key: value` lines after its heading, without checking anything."""
-    first = block_text.find("\n")
-    if first < 0:
-        return ()
-    run = _FIELD_RUN.match(block_text, first + 1).group()  # the field lines after the heading, at once
-    return tuple([(key, value.strip()) for key, value in _FIELD_LINE.findall(run)])
 
 
 def _fields(lines: Iterable[str]) -> list[tuple[str, str]]:

@@ -72,12 +72,6 @@ def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
     return changed_paths(repo, "diff", "--cached", "--diff-filter=d", inherit=inherit)
 
 
-def uncommitted(repo: Path, rels: list[str]) -> list[str]:
-    """Which of `rels` differ from what HEAD holds: changed, deleted or new and not committed (a
-    person's unfinished hand edit, say)."""
-    return sorted(rel for rel, (_, same, _) in against_head(repo, rels).items() if not same)
-
-
 # Per repository, the last HEAD read and its folders' trees: a write checks its files twice (before
 # it mints an id, then as it commits), and what a commit holds never changes.
 _HELD: dict[str, tuple[str, dict[str, object]]] = {}

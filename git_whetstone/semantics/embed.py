@@ -27,9 +27,6 @@ DIM = 384
 class Embedder(Protocol):
     identity: str
     dim: int
-    # True when a text's vector does not depend on the other texts embedded with it (the index
-    # then embeds files in any batches, in parallel workers, and gets the same vectors bit for bit)
-    batch_free: bool
 
     def embed(self, texts: list[str]) -> np.ndarray: ...
 
@@ -52,7 +49,6 @@ class HashingEmbedder:
 
     identity = f"hashing-v1-{DIM}"
     dim = DIM
-    batch_free = True  # each text's buckets are summed on their own
     W_WORD, W_BIGRAM, W_GRAMS = 1.0, 0.6, 0.9
 
     def embed(self, texts: list[str]) -> np.ndarray:
@@ -136,7 +132,6 @@ class StaticEmbedder:
 
     BATCH = 2048  # texts tokenised at a time
     POOL = 256    # texts summed at a time: the float32 scratch stays in the CPU's cache (2048 took longer)
-    batch_free = True  # each text's rows are summed in its own token order, and normalised on their own
 
     def __init__(self, path: Path = STATIC_TABLE) -> None:
         self.path = path
@@ -336,7 +331,6 @@ class SentenceTransformerEmbedder:
     both come from its config files, so an index that is already up to date loads nothing."""
 
     BATCH = 64
-    batch_free = False  # a batch is padded to its longest text, which moves the floats a little
 
     def __init__(self, model: str) -> None:
         self.model = model

@@ -205,16 +205,3 @@ def _is_date(value: str) -> bool:
     except ValueError:
         return False
     return True
-
-
-def fields_one_by_one(block_text: str) -> tuple[tuple[str, str], ...]:
-    """A block's `- key: value` lines after its heading, read line by line up to the first line
-    that is not one (the reference `blocks.fields_of` is held to)."""
-    fields = []
-    for line in block_text.split("\n")[1:]:
-        match = FIELD.match(line)
-        if match is None:
-            break
-        key, value = match.groups()
-        fields.append((key, (value or "").strip()))
-    return tuple(fields)

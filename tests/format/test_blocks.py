@@ -15,7 +15,6 @@ from hypothesis import strategies as st
 
 from git_whetstone.format import blocks, edits, markdown
 from git_whetstone.format.blocks import DOT, FormatError
-from tests.format.reference_blocks import fields_one_by_one
 
 FIXTURES = Path(__file__).parent.parent / "fixtures" / "blocks"
 VALID = sorted((FIXTURES / "valid").glob("*.md"))
@@ -915,12 +914,3 @@ def test_blocks_appended_at_once_as_one_by_one(text: str, added: list[str]) -> N
     for block_text in added:
         want = edits.append(want, block_text)
     assert edits.append_all(text, added) == want
-
-
-@settings(max_examples=1000, deadline=None)
-@given(st.text(alphabet="- :ab_1\n\t\u00b7", max_size=40), st.text(alphabet="- :ab_1\n\t", max_size=3))
-def test_a_blocks_fields_read_at_once_as_line_by_line(text: str, head: str) -> None:
-    """`blocks.fields_of` (one match of the run of field lines) reads what a line-by-line reading of
-    them reads, on any text."""
-    assert blocks.fields_of(head + text) == fields_one_by_one(head + text)
-    assert blocks.fields_of("## L1 \u00b7 t\n- a: b\n- c:\n- d:  e \n\nbody") == (("a", "b"), ("c", ""), ("d", "e"))
