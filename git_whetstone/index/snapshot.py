@@ -18,6 +18,13 @@ from ..semantics.lexical import Lexicon
 from .rows import FileRows
 
 
+def _unit(rows: np.ndarray) -> np.ndarray:
+    """`rows` scaled to length 1, in place (a row of zeros stays so)."""
+    norms = np.linalg.norm(rows, axis=1, keepdims=True)
+    rows /= np.where(norms == 0, 1, norms)
+    return rows
+
+
 class _Rows(Sequence):
     """`Snapshot.entries`: the entry at each row, its file's entries decoded on first use."""
 
@@ -156,9 +163,7 @@ class Snapshot:
             self.phrases, once = self.phrases[firsts], sums[firsts]
             np.add.at(once, named_at[again], sums[again])
             sums = once
-        norms = np.linalg.norm(sums, axis=1, keepdims=True)
-        sums /= np.where(norms == 0, 1, norms)  # in place: at 100,000 entries a copy is 10 MB more at the peak
-        self.centroids = sums
+        self.centroids = _unit(sums)  # in place: at 100,000 entries a copy is 10 MB more at the peak
 
     def row_of(self, entry_id: str) -> int | None:
         """The row of the live entry `entry_id`, or None."""
@@ -307,14 +312,14 @@ class Snapshot:
         snap.id_key = spliced(self.id_key, lambda path: added[path].columns[3])
         snap.always = spliced(self.always, lambda path: added[path].columns[4] != 0)
         snap.is_learning = spliced(self.is_learning, lambda path: np.full(added[path].n, path.startswith("learnings/")))
-        snap.centroids = self.centroids.copy()
-        for scope in {(kind, key) for rows in added.values() for kind, key, _ in rows.scopes}:
-            total = np.zeros(self.dim, np.float32)
+        touched = sorted({(kind, key) for rows in added.values() for kind, key, _ in rows.scopes})
+        sums = np.zeros((len(touched), self.dim), np.float32)
+        for total, scope in zip(sums, touched):  # each scope's files' sums, added up
             for path in self.holders[scope]:
                 rows = snap.files[path]
                 total += rows.sums[[named[:2] for named in rows.scopes].index(scope)]
-            norm = np.linalg.norm(total)
-            snap.centroids[self.scope_number[scope]] = total / (norm or 1)
+        snap.centroids = self.centroids.copy()
+        snap.centroids[[self.scope_number[scope] for scope in touched]] = _unit(sums)
         snap._ids()
         if self._lexicon is not None or self._pending is not None:  # merged on first use: a capture pays nothing
             lexicon, changes = (self._lexicon, []) if self._lexicon is not None else self._pending

@@ -9,7 +9,8 @@ score means the same in a store of 40 rules and of 40,000 and can be added to a 
 
 `postings` reads a batch of texts once (a scope file's) into word numbers: hashes, so there is no
 vocabulary to keep and index.sqlite holds them as they are (`portable`). `Lexicon` joins the postings
-of many (a snapshot's rows) and scores queries against them with a few binary searches.
+of many (a snapshot's rows), merges a changed file's into them (`changed`), and scores queries
+against them with a few binary searches.
 """
 from __future__ import annotations
 
