@@ -39,14 +39,12 @@ API = {
     # hosts
     "context": "hosts.context", "host_hooks": "hosts.settings",
 }
-# the API's name for an operation whose function is named otherwise in its module
-_NAMED = {"install_hooks": "install", "uninstall_hooks": "uninstall"}
 
 
 def __getattr__(name: str) -> Any:
     if name not in API:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    return getattr(import_module(f"{__package__}.ops.{API[name]}"), _NAMED.get(name, name))
+    return getattr(import_module(f"{__package__}.ops.{API[name]}"), name)
 
 
 def __dir__() -> list[str]:

@@ -206,3 +206,10 @@ def head(repo: Path) -> str | None:
     except OSError:
         pass
     return None
+
+
+def is_ancestor(repo: Path, older: str | None, newer: str | None) -> bool:
+    """Whether commit `older` is `newer` or one of its ancestors; False when either is missing."""
+    if not older or not newer:
+        return False
+    return run(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0

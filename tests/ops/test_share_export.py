@@ -24,7 +24,7 @@ from git_whetstone.index import freshness
 from git_whetstone.store.reading import read_file
 from git_whetstone.ops.sharing import packs
 from git_whetstone.ops.writing.capture import capture
-from git_whetstone.ops.sharing.packs import Item, export_pack, id_order, read_pack, render_manifest, store_items
+from git_whetstone.ops.sharing.packs import Item, id_order, read_pack, render_manifest, store_items
 from git_whetstone.ops.recall import recall
 from git_whetstone.ops.sharing.exchange import export, import_pack
 from git_whetstone.ops.workspace import Workspace
@@ -186,13 +186,16 @@ def from_scratch(config, skill: str) -> tuple[bytes, list[str], int, int, int]:
     return reference_tar_of(skill, items, DAY), warnings, learnings, len(items) - learnings, scopes
 
 
-def exported(config, skill: str) -> None:
-    """An export in a new process (nothing in memory) is the pack from scratch, and says so."""
+def exported(config, skill: str, out: Path) -> None:
+    """An export in a new process (nothing in memory), written to `out`, is the pack from scratch,
+    and says so."""
     freshness.LIVE.clear()
-    got = export_pack(Workspace.of(config).store(skill), skill, DAY)
+    got = export(skill, str(out), config=config)  # bench_store pins today to DAY
+    data = out.read_bytes()
     tar, warnings, learnings, issues, scopes = from_scratch(config, skill)
-    assert got.data[:10] == GZIP_HEADER and gzip.decompress(got.data) == tar
-    assert (got.warnings, got.learnings, got.issues, got.scopes) == (warnings, learnings, issues, scopes)
+    assert data[:10] == GZIP_HEADER and gzip.decompress(data) == tar
+    assert (got["warnings"], got["learnings"], got["issues"], got["scopes"]) == (warnings, learnings, issues, scopes)
+    assert (got["bytes"], got["sha256"]) == (len(data), hashlib.sha256(data).hexdigest())
 
 
 def test_two_exports_give_the_same_bytes_and_the_same_report(monkeypatch, tmp_path: Path) -> None:
@@ -203,7 +206,7 @@ def test_two_exports_give_the_same_bytes_and_the_same_report(monkeypatch, tmp_pa
     assert first.read_bytes() == again.read_bytes()
     assert {**cold, "path": None} == {**warm, "path": None}
     assert list(cold) == list(warm)
-    exported(config, "json")
+    exported(config, "json", tmp_path / "c.tar.gz")
 
 
 def test_scope_files_laid_out_by_hand_export_in_canonical_form(monkeypatch, tmp_path: Path) -> None:
@@ -212,7 +215,7 @@ def test_scope_files_laid_out_by_hand_export_in_canonical_form(monkeypatch, tmp_
     _, config, built = bench_store(monkeypatch, "whole", 800, 10)
     path = built.path
     learnings = sorted((path / "learnings").glob("*.md"))
-    exported(config, "whole")
+    exported(config, "whole", tmp_path / "whole.tar.gz")
     ids = sorted(int(b.id[1:]) for f in learnings for b in blocks.parse(f.read_text(encoding="utf-8"), "x", "learnings").blocks)
     first = blocks.parse(learnings[0].read_text(encoding="utf-8"), "x", "learnings").blocks[0]
 
@@ -228,7 +231,7 @@ def test_scope_files_laid_out_by_hand_export_in_canonical_form(monkeypatch, tmp_
     for case, text in cases.items():
         extra = path / "learnings" / "aaa-hand.md"
         extra.write_text(text, encoding="utf-8")
-        exported(config, "whole")
+        exported(config, "whole", tmp_path / "whole.tar.gz")
         extra.unlink()
 
 
@@ -257,11 +260,11 @@ def test_a_stale_export_cache_left_in_git_is_ignored(monkeypatch, tmp_path: Path
         export("stale", str(out), config=config)
         if state == "beside a stale cache":
             assert out.read_bytes() == clean.read_bytes()
-        exported(config, "stale")
+        exported(config, "stale", tmp_path / "exported.tar.gz")
         assert {path: path.read_bytes() for path in stale} == stale, state
     (git_dir / "whetstone-export.cache").unlink()
     (git_dir / "whetstone-export.cache").mkdir()  # not even a file
-    exported(config, "stale")
+    exported(config, "stale", tmp_path / "exported.tar.gz")
 
 
 ANCHOR = re.compile(rb"\n(?:## [LI]\d*00 |[LI]\d*000 = )")  # where the previous exporter's chunks ended

@@ -11,6 +11,7 @@ import datetime as dt
 import gzip
 import hashlib
 import io
+import json
 import re
 import tarfile
 import tomllib
@@ -20,7 +21,6 @@ from typing import Any, Callable
 
 from ... import __version__
 from ...base.errors import WhetstoneError, shown
-from ...base.heap import no_collection
 from ...format import blocks, edits, markdown
 from ...format.ids import is_entry_id
 from ...format.layout import KIND_FOLDER, scope_filename, scope_key, skill_name
@@ -37,8 +37,6 @@ MAX_RECURRENCE = 1_000_000     # more is no taste, it is an attack on the index'
 
 _MEMBER_FILE = re.compile(r"(learnings|issues)/[^./\\\x00-\x1f\x7f][^/\\\x00-\x1f\x7f]*\.md")
 _SHA256 = re.compile(r"[0-9a-f]{64}")
-_TOML_SPECIAL = re.compile(r'[\x00-\x1f\x7f"\\]')
-_TOML_ESCAPES = {"\b": "\\b", "\t": "\\t", "\n": "\\n", "\f": "\\f", "\r": "\\r", '"': '\\"', "\\": "\\\\"}
 
 
 @dataclass(frozen=True)
@@ -129,26 +127,6 @@ def canonical(item: Item) -> str:
     return edits.render(item.id or "", item.title, fields, item.body)
 
 
-@dataclass(frozen=True)
-class Exported:
-    """A pack and what export reports about it."""
-
-    data: bytes
-    learnings: int
-    issues: int
-    scopes: int  # distinct scopes, as scopes compare
-    warnings: list[str]
-
-
-@no_collection()  # tens of thousands of items and strings, none of them garbage
-def export_pack(store: Store, skill: str, day: dt.date) -> Exported:
-    """The pack of every entry of `store`, read from its scope files now (`store_items`)."""
-    items, warnings = store_items(store)
-    learnings = sum(item.kind == "learning" for item in items)
-    return Exported(build_pack(skill, items, day), learnings, len(items) - learnings,
-                    len({scope_key(item.scope) for item in items}), warnings)
-
-
 def build_pack(skill: str, items: list[Item], day: dt.date) -> bytes:
     """The pack's bytes: the same items on the same day always give the same bytes. Each entry's
     canonical text goes to its scope's file (blocks in id order) and its sha256 to the manifest."""
@@ -205,18 +183,10 @@ def render_manifest(skill: str, rows: list[tuple[str, str, str, str]], day: dt.d
 
 
 def toml_string(text: str) -> str:
-    """A TOML basic string: quotes, backslashes and control characters escaped, the rest as is."""
-    if not _TOML_SPECIAL.search(text):
-        return '"' + text + '"'
-    out = []
-    for ch in text:
-        if ch in _TOML_ESCAPES:
-            out.append(_TOML_ESCAPES[ch])
-        elif ord(ch) < 0x20 or ord(ch) == 0x7F:
-            out.append(f"\\u{ord(ch):04x}")
-        else:
-            out.append(ch)
-    return '"' + "".join(out) + '"'
+    r"""A TOML basic string. JSON's escapes are all TOML escapes too (\" \\ \b \t \n \f \r, and \u00XX
+    for the other control characters) and it writes everything else as is, so a JSON string is a TOML
+    string but for DEL (U+007F), which TOML wants escaped and JSON does not escape."""
+    return json.dumps(text, ensure_ascii=False).replace("\x7f", "\\u007f")
 
 
 @dataclass(frozen=True)

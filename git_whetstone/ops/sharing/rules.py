@@ -201,12 +201,12 @@ def _frontmatter(lines: list[str]) -> tuple[int, str | None]:
     return 0, None  # never closed: not frontmatter
 
 
-def _cut(scope: str, limit: int = MAX_SCOPE) -> str:
+def _cut(scope: str) -> str:
     """A heading used as a scope, cut at a word boundary to what a scope may hold."""
     scope = " ".join(scope.split())
-    if len(scope) <= limit:
+    if len(scope) <= MAX_SCOPE:
         return scope
-    cut = scope[:limit]
+    cut = scope[:MAX_SCOPE]
     return cut.rsplit(" ", 1)[0] if " " in cut else cut
 
 

@@ -62,9 +62,15 @@ def _driver_command(kind: str) -> str:
     return f"if [ -x {shlex.quote(exe)} ]; then {first} {args}; else git-whetstone {args}; fi"
 
 
-def _attributes_path(store: Store) -> Path:
+def _attributes(store: Store) -> tuple[Path, str]:
+    """The store's .git/info/attributes and its text ("" when there is none), read as text so that
+    CRLF lines compare as the LF lines written back."""
     rel = runner.run(store.path, "rev-parse", "--git-path", "info/attributes").stdout.strip()
-    return (store.path / rel).resolve()
+    path = (store.path / rel).resolve()
+    try:
+        return path, path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        return path, ""
 
 
 def _without_ours(text: str) -> list[str]:
@@ -97,10 +103,7 @@ def drivers_status(store: Store) -> tuple[bool, str]:
     have = _configured(store)
     # another whetstone's command (another install) still runs, with git-whetstone on PATH as its fallback
     missing = [key for key in _wanted() if key.endswith(".driver") and "merge-driver " not in have.get(key.lower(), "")]
-    try:
-        selected = _BEGIN in _attributes_path(store).read_text(encoding="utf-8")
-    except FileNotFoundError:
-        selected = False
+    selected = _BEGIN in _attributes(store)[1]
     if not missing and selected:
         return True, "scope files and next_ids.json merge block by block (.git/config, .git/info/attributes)"
     what = [f"{len(missing)} driver command{'s' if len(missing) != 1 else ''} not configured"] if missing else []
@@ -118,11 +121,7 @@ def install_drivers(store: Store) -> str:
         if have.get(key.lower()) != value:
             runner.run(store.path, "config", "--local", key, value)
             changed = True
-    target = _attributes_path(store)
-    try:
-        old = target.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        old = ""
+    target, old = _attributes(store)
     new = "\n".join(_without_ours(old) + [_BEGIN, *ATTRIBUTES, _END]) + "\n"
     if new != old:
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -139,11 +138,7 @@ def uninstall_drivers(store: Store) -> str:
                          check=False).returncode == 0
     removed |= runner.run(store.path, "config", "--local", "--remove-section", f"merge.{IDS_DRIVER}",
                           check=False).returncode == 0
-    target = _attributes_path(store)
-    try:
-        old = target.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        return "removed" if removed else "absent"
+    target, old = _attributes(store)
     if _BEGIN in old:
         kept = _without_ours(old)
         target.write_text("\n".join(kept) + "\n" if kept else "", encoding="utf-8")

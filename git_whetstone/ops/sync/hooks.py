@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from ...base import resources
 from ...base.config import Config, load
 from ...base.errors import RUNTIME, WhetstoneError
+from ...base.files import write_atomic
 from ...format.checks import check, conflict_hint, top_ids
 from ...git import runner, tree
 from ...base.progress import Progress
@@ -69,17 +70,6 @@ def _is_ours(path: Path) -> bool:
         return False
 
 
-def _present(path: Path) -> bool:
-    return path.exists() or path.is_symlink()
-
-
-def _write_executable(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.chmod(tmp, 0o755)
-    os.replace(tmp, path)
-
-
 # --- install / uninstall -----------------------------------------------------------------------------
 
 def _start(store: Store, status: str, force: bool, refusal: str) -> tuple[Path, dict[str, Any]]:
@@ -111,8 +101,9 @@ def install_store(store: Store, *, force: bool = False) -> dict[str, Any]:
         for name in NAMES:
             hook, chained = hooks_dir / name, hooks_dir / f"{name}{CHAINED}"
             text = shim_text(name)
-            if _present(hook) and not _is_ours(hook):
-                if _present(chained):
+            # lexists: a dangling symlink is someone's hook too
+            if os.path.lexists(hook) and not _is_ours(hook):
+                if os.path.lexists(chained):
                     result["hooks"][name] = "skipped"
                     result["status"] = "partial"
                     result["warnings"].append(
@@ -120,15 +111,15 @@ def install_store(store: Store, *, force: bool = False) -> dict[str, Any]:
                         f"hooks into {chained.name} and delete {name}, then install again)")
                     continue
                 os.replace(hook, chained)
-                _write_executable(hook, text)
+                write_atomic(hook, text, mode=0o755)
                 result["hooks"][name] = "chained"
-            elif _present(hook):
+            elif os.path.lexists(hook):
                 same = hook.read_text(encoding="utf-8", errors="replace") == text and os.access(hook, os.X_OK)
                 if not same:
-                    _write_executable(hook, text)
+                    write_atomic(hook, text, mode=0o755)
                 result["hooks"][name] = "unchanged" if same else "updated"
             else:
-                _write_executable(hook, text)
+                write_atomic(hook, text, mode=0o755)
                 result["hooks"][name] = "installed"
     except OSError as exc:
         raise WhetstoneError(f"cannot write hooks into {hooks_dir}: {exc.strerror or exc}", exit_code=RUNTIME) from None
@@ -148,16 +139,16 @@ def uninstall_store(store: Store, *, force: bool = False) -> dict[str, Any]:
     try:
         for name in NAMES:
             hook, chained = hooks_dir / name, hooks_dir / f"{name}{CHAINED}"
-            if _present(hook) and _is_ours(hook):
+            if os.path.lexists(hook) and _is_ours(hook):
                 hook.unlink()
-                if _present(chained):
+                if os.path.lexists(chained):
                     os.replace(chained, hook)
                     result["hooks"][name] = "restored"
                 else:
                     result["hooks"][name] = "removed"
-            elif _present(hook):
+            elif os.path.lexists(hook):
                 result["hooks"][name] = "foreign"  # not whetstone's: never touched
-                if _present(chained):
+                if os.path.lexists(chained):
                     result["warnings"].append(f"{chained} was left alone: {name} is no longer whetstone's "
                                               f"shim, so it is not known which hook to keep")
             else:
@@ -191,14 +182,14 @@ def _each(act: Callable[..., dict[str, Any]], done: str, skill: str | None, ever
     return {"stores": stores, "ok": all(s["status"] == done for s in stores)}
 
 
-def install(skill: str | None = None, every: bool = False, force: bool = False, *,
-            config: Config | None = None) -> dict[str, Any]:
+def install_hooks(skill: str | None = None, every: bool = False, force: bool = False, *,
+                  config: Config | None = None) -> dict[str, Any]:
     """`git whetstone hooks install SKILL | --all`: install the shims in one store or all of them."""
     return _each(install_store, "installed", skill, every, force, config)
 
 
-def uninstall(skill: str | None = None, every: bool = False, force: bool = False, *,
-              config: Config | None = None) -> dict[str, Any]:
+def uninstall_hooks(skill: str | None = None, every: bool = False, force: bool = False, *,
+                    config: Config | None = None) -> dict[str, Any]:
     """`git whetstone hooks uninstall SKILL | --all`: remove the shims, restoring chained hooks."""
     return _each(uninstall_store, "uninstalled", skill, every, force, config)
 
@@ -210,7 +201,7 @@ def status(store: Store) -> dict[str, Any]:
     except WhetstoneError as exc:
         return {"ok": False, "detail": exc.message, "hooks": {}}
     state = {name: ("whetstone" if _is_ours(hooks_dir / name) else
-                    "foreign" if _present(hooks_dir / name) else "missing") for name in NAMES}
+                    "foreign" if os.path.lexists(hooks_dir / name) else "missing") for name in NAMES}
     missing = [name for name, what in state.items() if what != "whetstone"]
     if not missing:
         detail = f"installed in {hooks_dir}"
@@ -223,10 +214,10 @@ def status(store: Store) -> dict[str, Any]:
 
 # --- running them ------------------------------------------------------------------------------------
 
-def run_hook(name: str, args: list[str], repo: Path | None = None, progress: Progress | None = None) -> int:
+def run_hook(name: str, args: list[str], progress: Progress | None = None) -> int:
     """What a shim runs (`git whetstone hook NAME ARGS`), in the top of the work tree. Returns the exit
     status: 1 only when pre-commit refuses the commit."""
-    repo = Path.cwd() if repo is None else repo
+    repo = Path.cwd()
     if not ((repo / ".git").exists() and (repo / "next_ids.json").is_file()):
         return 0  # not a whetstone store: the shim lives in a shared hooks directory
     try:

@@ -113,13 +113,11 @@ def settle(repo: Path, files: dict[str, str], parents: list[str], base: str | No
     return result
 
 
-def _minted(repo: Path, parents: list[str], base: str | None, block: Block | None) -> int:
+def _minted(repo: Path, parents: list[str], base: str | None, block: Block) -> int:
     """When a copy of a contested id was minted: the author time of the oldest commit, since the
     sides parted, that added its heading (a rebase keeps author times); later than any commit when
     none did (a heading changed by hand in the merge itself)."""
-    heading = (block.raw.split("\n", 1)[0].rstrip("\r") if block is not None else "")
-    if not heading:
-        return 1 << 62
+    heading = block.raw.split("\n", 1)[0].rstrip("\r")  # `## L1 · …`: never empty
     times = runner.run(repo, "log", "--format=%at", "-S", heading, *parents, *([f"^{base}"] if base else []),
                        "--", "learnings", "issues", check=False).stdout.split()
     return min((int(t) for t in times if t.isdigit()), default=1 << 62)
@@ -239,8 +237,7 @@ def settle_head(store: Store, rebased: bool = False) -> list[str]:
     if rebased:
         before = runner.run(repo, "rev-parse", "--verify", "-q", "ORIG_HEAD", check=False).stdout.strip()
         head = runner.head(repo)
-        if not before or not head or runner.run(repo, "merge-base", "--is-ancestor", before, head,
-                                                check=False).returncode == 0:
+        if not before or not head or runner.is_ancestor(repo, before, head):
             return []  # an amend, or a rebase that replayed nothing: one side only
         parents = [head, before]
     else:
@@ -282,8 +279,3 @@ def remint_message(verb: str, plan: Settlement) -> str:
     head = f"{verb}: " + (f"re-mint {renames} (minted on two machines)" if renames
                           else "next_ids.json above every id either side used")
     return head + "\n\n" + "".join(f"{r['from']} -> {r['to']} in {r['path']}\n" for r in plan.reminted)
-
-
-def worktree_texts(store: Store) -> dict[str, str]:
-    """The store's scope files on disk, as text."""
-    return {rel: data.decode("utf-8", "replace") for rel, data in store.scope_texts().items()}

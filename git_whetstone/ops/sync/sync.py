@@ -11,7 +11,7 @@ from typing import Any
 
 from ...base.config import Config
 from ...base.errors import RUNTIME, WhetstoneError
-from ...base.files import write_atomic
+from ...base.files import write_atomic, write_many_atomic
 from ...format.checks import top_ids
 from ...format.layout import is_scope_file
 from ...format.counters import merge_ids
@@ -25,7 +25,7 @@ from ..workspace import Workspace
 from .drivers import install_drivers
 from .hooks import refresh_index
 from .remotes import NETWORK, pick, remote_name as remote_name_checked, remotes
-from .settle import Settlement, settle, worktree_texts
+from .settle import Settlement, settle
 
 ATTEMPTS = 3  # fetch-merge-push rounds before giving up on a remote that keeps moving
 
@@ -144,8 +144,8 @@ def sync_store(store: Store, remote_name: str | None, ws: Workspace, required: b
                 merged = True
                 result.warnings += _after_change(store, ws)
             before = runner.head(repo)
-            if theirs and theirs != before and not _is_ancestor(repo, theirs, before):
-                if _is_ancestor(repo, before, theirs):
+            if theirs and theirs != before and not runner.is_ancestor(repo, theirs, before):
+                if runner.is_ancestor(repo, before, theirs):
                     runner.run(repo, "merge", "--ff-only", "-q", theirs, env={"WHETSTONE_WRITING": "1"})
                 elif result.took(_merge(store, theirs, label)):
                     merged = True
@@ -243,12 +243,6 @@ def _push(store: Store, name: str, branch: str, commit: str, theirs: str | None)
                          exit_code=RUNTIME)
 
 
-def _is_ancestor(repo: Path, older: str | None, newer: str | None) -> bool:
-    if not older or not newer:
-        return False
-    return runner.run(repo, "merge-base", "--is-ancestor", older, newer, check=False).returncode == 0
-
-
 def _count(repo: Path, spec: str) -> int:
     out = runner.run(repo, "rev-list", "--count", spec, check=False).stdout.strip()
     return int(out) if out.isdigit() else 0
@@ -286,18 +280,16 @@ def _finish(store: Store, parents: list[str]) -> Settlement:
     base = runner.run(repo, "merge-base", *parents, check=False).stdout.strip() or None
     conflicts = _resolve(store)
     current = (repo / "next_ids.json").read_text(encoding="utf-8") if (repo / "next_ids.json").exists() else None
-    plan = settle(repo, worktree_texts(store), parents, base, current)
+    on_disk = {rel: data.decode("utf-8", "replace") for rel, data in store.scope_texts().items()}
+    plan = settle(repo, on_disk, parents, base, current)
     conflicts += plan.conflicts
     plan.conflicts = conflicts
     held = {c["path"] for c in conflicts}
     writes: dict[str, str | None] = dict(plan.files)
     writes["next_ids.json"] = plan.next_ids
-    for rel, text in writes.items():
-        path = repo / rel
-        if text is None:
-            path.unlink(missing_ok=True)
-        else:
-            write_atomic(path, text)
+    # one stage: none of these files is committed until the merge is, so their order does not matter
+    write_many_atomic([[(repo / rel, None if text is None else text.encode("utf-8"))
+                        for rel, text in writes.items()]])
     staged = [rel for rel in writes if rel not in held]
     runner.run(repo, "add", "-A", "--pathspec-from-file=-", "--pathspec-file-nul", input="\0".join(staged))
     if conflicts:
