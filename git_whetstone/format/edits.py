@@ -83,19 +83,11 @@ def remove(text: str, block: Block) -> str:
 
 def with_always(block: Block, always: bool, text: str | None = None) -> str:
     """The block's source (or `text`, that source after `update_fields`) with `- applies: always`
-    added after its scope line, or taken out; every other line stays as written."""
-    lines = (block.raw if text is None else text).split("\n")
-    at = [o for o, (k, _) in enumerate(block.fields, 1) if k == "applies"]
-    if not always:
-        for offset in reversed(at):
-            del lines[offset]
-        return "\n".join(lines)
-    if at:
-        return "\n".join(lines)
-    after = max((o for o, (k, _) in enumerate(block.fields, 1) if k == "scope"), default=len(block.fields))
-    cr = "\r" if lines[after].endswith("\r") else ""
-    lines.insert(after + 1, f"- applies: {ALWAYS}{cr}")
-    return "\n".join(lines)
+    added after its scope line, or taken out; every other line stays as written, and a block
+    already marked as asked comes back as it is (a hand-spaced applies line too)."""
+    if always == block.always:
+        return block.raw if text is None else text
+    return _with_field(block, "applies", ALWAYS if always else "", ("scope",), text)
 
 
 def with_differs(block: Block, ids: Iterable[str], text: str | None = None) -> str:
@@ -103,22 +95,30 @@ def with_differs(block: Block, ids: Iterable[str], text: str | None = None) -> s
     `- differs_from:` line naming exactly `ids`, each once, learnings before issues, each by number
     (`L3, L10, I2`); the line goes after `applies` (else after `scope`) when new, and out when `ids`
     is empty. Every other line stays as written."""
-    lines = (block.raw if text is None else text).split("\n")
     value = IDS_SEPARATOR.join(sorted(set(ids), key=id_order))
+    return _with_field(block, "differs_from", value, ("scope", "applies"), text)
+
+
+def _with_field(block: Block, key: str, value: str, after: tuple[str, ...], text: str | None) -> str:
+    """The block's source (or `text`) with its one `key` line set to `value`, or taken out when
+    `value` is empty; a new line goes after the last of the keys `after` (else after the last
+    metadata line). The metadata lines are read off the text itself, since `update_fields` may
+    have added some; the line written takes the heading's line ending (a CRLF file keeps it)."""
+    lines = (block.raw if text is None else text).split("\n")
     fields = 1  # the metadata lines run from after the heading to the first line that is not one
     while fields < len(lines) and FIELD.match(lines[fields].rstrip("\r")):
         fields += 1
     keys = [FIELD.match(line.rstrip("\r")).group(1) for line in lines[1:fields]]
     cr = "\r" if lines[0].endswith("\r") else ""
-    if "differs_from" in keys:
-        at = keys.index("differs_from") + 1
+    if key in keys:
+        at = keys.index(key) + 1
         if value:
-            lines[at] = f"- differs_from: {value}{cr}"
+            lines[at] = f"- {key}: {value}{cr}"
         else:
             del lines[at]
     elif value:
-        after = max((o for o, key in enumerate(keys, 1) if key in ("scope", "applies")), default=len(keys))
-        lines.insert(after + 1, f"- differs_from: {value}{cr}")
+        at = max((o for o, k in enumerate(keys, 1) if k in after), default=len(keys))
+        lines.insert(at + 1, f"- {key}: {value}{cr}")
     return "\n".join(lines)
 
 
