@@ -11,8 +11,7 @@ from typing import Any
 from ...base.clock import today
 from ...base.config import Config
 from ...base.errors import WhetstoneError
-from ...format import markdown
-from ...format.layout import KIND_FOLDER
+from ...format.checks import check as format_errors
 from ...git import runner
 from ...store import events
 from ...store.store import Store
@@ -50,18 +49,9 @@ def doctor(skill: str, *, config: Config | None = None) -> dict[str, Any]:
     check("store", head.returncode == 0, f"git repository at {store.path}" if head.returncode == 0
           else f"{store.path} has no commit", attach)
 
-    errors: list[str] = []
-    files = 0
-    for kind, folder in KIND_FOLDER.items():
-        for path in store.scope_files(kind):
-            files += 1
-            try:
-                text = path.read_bytes().decode("utf-8")
-            except UnicodeDecodeError:
-                errors.append(f"{store.rel(path)}:1: not valid UTF-8")
-                continue
-            errors += [str(e) for e in markdown.validate(text, store.rel(path), folder)]
-    check("markdown", not errors, f"{files} scope files valid" if not errors else
+    files = store.scope_texts()
+    errors = [str(e) for e in format_errors(files)]  # what `git whetstone validate` finds
+    check("markdown", not errors, f"{len(files)} scope files valid" if not errors else
           f"{len(errors)} problems, first: {errors[0]}",
           f"mend the lines named and commit, or git whetstone edit {store.skill}")
     checks[-1]["errors"] = errors
