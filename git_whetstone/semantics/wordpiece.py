@@ -92,7 +92,6 @@ class WordPiece:
         # "##" counted too: a bound, not exact
         self.longest = getattr(vocab, "longest", None) or max(map(len, vocab), default=0)
         self._cache: dict[str, tuple[int, ...] | None] = {}
-        self._names: dict[int, str] | None = None
 
     def word(self, word: str) -> tuple[int, ...] | None:
         try:
@@ -110,16 +109,6 @@ class WordPiece:
         if None in found:  # words met for the first time (or unknown ones, which are cached as None)
             found = [self.word(w) if ids is None else ids for ids, w in zip(found, words)]
         return found
-
-    def tokens(self, text: str) -> list[str]:
-        """The pieces of `text` as BERT's tokenizer prints them ("[UNK]" for an unknown word)."""
-        if self._names is None:
-            self._names = {i: p for p, i in self.vocab.items()}
-        names, out = self._names, []
-        for w in basic_words(text):
-            ids = self.word(w)
-            out.extend(["[UNK]"] if ids is None else [names[i] for i in ids])
-        return out
 
     def _spell(self, word: str) -> tuple[int, ...] | None:
         if len(word) > MAX_WORD_CHARS:

@@ -9,11 +9,27 @@ from git_whetstone.semantics.wordpiece import MAX_WORD_CHARS, WordPiece, basic_w
 from tests.helpers import model_dir
 
 
+class Pieces:
+    """Our tokenizer over a vocabulary, printing its pieces as BERT's tokenizer does ("[UNK]" for a
+    word it cannot spell): the library only needs the ids, the comparison needs the names."""
+
+    def __init__(self, vocab: dict[str, int]) -> None:
+        self.spell = WordPiece(vocab)
+        self.names = {i: piece for piece, i in vocab.items()}
+
+    def tokens(self, text: str) -> list[str]:
+        out: list[str] = []
+        for word in basic_words(text):
+            ids = self.spell.word(word)
+            out.extend(["[UNK]"] if ids is None else [self.names[i] for i in ids])
+        return out
+
+
 @pytest.fixture(scope="module")
-def wordpiece() -> WordPiece:
+def wordpiece() -> Pieces:
     """Our tokenizer over the model's own vocabulary file."""
     tokens = (model_dir() / "vocab.txt").read_text(encoding="utf-8").splitlines()
-    return WordPiece({t: i for i, t in enumerate(tokens)})
+    return Pieces({t: i for i, t in enumerate(tokens)})
 
 
 @pytest.fixture(scope="module")
