@@ -125,14 +125,6 @@ class Block:
         return int(self.get("recurrence") or 1)
 
     @property
-    def first_seen(self) -> dt.date:
-        return dt.date.fromisoformat(self.get("first_seen") or "1970-01-01")
-
-    @property
-    def last_seen(self) -> dt.date:
-        return dt.date.fromisoformat(self.get("last_seen") or "1970-01-01")
-
-    @property
     def provenance(self) -> list[str]:
         return [decode_value(v) for k, v in self.fields if k == "provenance"]
 

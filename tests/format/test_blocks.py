@@ -95,7 +95,7 @@ def test_spec_example_reads_back():
                             ("provenance", "\"2026-07-24 — 'make the revenue column US dollars'\""))
     assert block.body == "Format the price (msrp) column as US dollars with no decimal places."
     assert block.recurrence == 2 and block.scope == "currency formatting"
-    assert str(block.first_seen) == "2026-07-23" and str(block.last_seen) == "2026-07-24"
+    assert block.get("first_seen") == "2026-07-23" and block.get("last_seen") == "2026-07-24"
     assert block.provenance == ["2026-07-24 — 'make the revenue column US dollars'"]
     assert block.raw == SPEC_EXAMPLE and (block.start, block.end) == (0, len(SPEC_EXAMPLE))
 
