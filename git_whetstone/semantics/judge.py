@@ -236,12 +236,6 @@ def triage(judged: list[tuple[Any, Judgement]]) -> Triage:
     return Triage(decisive, likely, mentioned)
 
 
-def contradiction(a: str, b: str, similarity: float, config: Config, *, same_scope: bool = True) -> str:
-    """Why `a` contradicts `b` when the judge is sure of it, or ''."""
-    verdict = judge(a, b, similarity, config, same_scope=same_scope)
-    return verdict.reason if verdict.relation == CONTRADICTS else ""
-
-
 class Groups:
     """Union-find over n items: which rules (or scopes) end up in one group of equals."""
 

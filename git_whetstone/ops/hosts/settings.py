@@ -6,7 +6,6 @@ place and the file its indentation. A file that is not a JSON object is refused 
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -23,14 +22,14 @@ TIMEOUT = 15  # seconds the host waits for us; the command takes a fraction of o
 OURS = (("git", "whetstone", "context"), ("whetstone", "context"), ("git-whetstone", "context"))
 
 
-def settings_path(scope: str = "project", cwd: str | Path | None = None) -> Path:
+def settings_path(scope: str = "project") -> Path:
     """The settings file of `scope`: the project's (`.claude/settings.json` at the git top level of
-    `cwd`, else in `cwd`) or the user's (`~/.claude/settings.json`)."""
+    the working directory, else in it) or the user's (`~/.claude/settings.json`)."""
     if scope not in SCOPES:
         raise WhetstoneError(f"scope must be one of {', '.join(SCOPES)}, got {scope!r}")
     if scope == "user":
         return Path.home() / ".claude" / "settings.json"
-    here = Path(cwd or os.getcwd())
+    here = Path.cwd()
     top = runner.run(here, "rev-parse", "--show-toplevel", check=False)
     root = Path(top.stdout.strip()) if top.returncode == 0 and top.stdout.strip() else here
     return root / ".claude" / "settings.json"
@@ -72,14 +71,13 @@ def found(data: dict[str, Any]) -> list[str]:
         for group in hooks[event])]
 
 
-def host_hooks(host: str = "claude-code", scope: str = "project", remove: bool = False, *,
-               cwd: str | Path | None = None) -> dict[str, Any]:
+def host_hooks(host: str = "claude-code", scope: str = "project", remove: bool = False) -> dict[str, Any]:
     """Add whetstone's prompt hooks to the host's settings file (or, with `remove`, take them out):
     `{host, scope, path, status, events}`, status installed, already_installed, removed or
     not_installed; `events` the ones changed."""
     if host not in HOSTS:
         raise WhetstoneError(f"host must be one of {', '.join(HOSTS)}, got {host!r}")
-    path = settings_path(scope, cwd)
+    path = settings_path(scope)
     text, data = read(path)
     have = found(data)
     if remove:
@@ -134,10 +132,10 @@ def dump(data: dict[str, Any], text: str | None) -> str:
     return out + ("\n" if text is None or text.endswith("\n") else "")
 
 
-def status(cwd: str | Path | None = None) -> dict[str, Any]:
+def status() -> dict[str, Any]:
     """Whether a host runs whetstone's context command: the Claude Code settings files (the
     project's and the user's, each with its .local twin) that hold both hooks, and one line saying so."""
-    project = settings_path("project", cwd)
+    project = settings_path("project")
     user = settings_path("user")
     where, partly, unread = [], [], []
     for path in (project, project.with_name("settings.local.json"), user, user.with_name("settings.local.json")):

@@ -73,8 +73,8 @@ def render(page: dict[str, Any]) -> str:
     return "".join(parts)
 
 
-def anchor(text: str, prefix: str = "skill-") -> str:
-    return prefix + "".join(c if c.isalnum() or c in "-_" else "-" for c in text)
+def anchor(text: str) -> str:
+    return "skill-" + "".join(c if c.isalnum() or c in "-_" else "-" for c in text)
 
 
 def h(level: int, text: str, ident: str | None = None) -> str:

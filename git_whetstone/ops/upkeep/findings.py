@@ -26,6 +26,8 @@ ALWAYS_WINDOW_DAYS = 90      # recalled for many different tasks within this win
 ALWAYS_MIN_TASKS = 5         # ... for at least this many different intents,
 ALWAYS_SHARE = 0.5           # ... making at least this share of the different intents recalled
 ALWAYS_MIN_RUNS = 3          # or captured again in this many different runs (tasks)
+LOOK_ALIKES_SHOWN = 200      # pairs a report lists at most (a person reads them)
+SIMILAR_SCOPES_SHOWN = 50    # scope pairs a report lists at most
 
 
 def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dict[str, Any]]]:
@@ -130,9 +132,10 @@ def findings(store: Store, snap: Snapshot, config: Config) -> dict[str, list[dic
             "look_alikes": look_alikes(snap, config), "similar_scopes": similar_scopes(snap, config)}
 
 
-def look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[str, Any]]:
+def look_alikes(snap: Snapshot, config: Config) -> list[dict[str, Any]]:
     """Pairs in one scope the judge finds contradicting, or likely one rule or opposites, for a person
-    to settle (never a `differs_from` pair); at most `limit`, contradictions first, then most alike."""
+    to settle (never a `differs_from` pair); at most `LOOK_ALIKES_SHOWN`, contradictions first, then
+    most alike."""
     entries = snap.entries
     floor, ask = config.threshold("candidate"), config.threshold("ask")
     found = []
@@ -161,13 +164,13 @@ def look_alikes(snap: Snapshot, config: Config, limit: int = 200) -> list[dict[s
                               "similarity": round(verdict.similarity, 3), "reason": verdict.reason,
                               "rules": [old.body, new.body], "scope": old.scope})
     found.sort(key=lambda f: (f["relation"] != CONTRADICTS, -f["similarity"], f["ids"]))
-    return found[:limit]
+    return found[:LOOK_ALIKES_SHOWN]
 
 
-def similar_scopes(snap: Snapshot, config: Config, limit: int = 50) -> list[dict[str, Any]]:
+def similar_scopes(snap: Snapshot, config: Config) -> list[dict[str, Any]]:
     """Scopes of one kind whose phrases are close (the `scope_merge` cosine) but whose names are not
     the same: compact does not merge them (one may be the other's opposite), a person may, with
-    revise --scope. At most `limit`, closest first."""
+    revise --scope. At most `SIMILAR_SCOPES_SHOWN`, closest first."""
     found = []
     used = np.unique(snap.scope_of[snap.alive]).tolist()
     for kind in ("learning", "issue"):
@@ -182,7 +185,7 @@ def similar_scopes(snap: Snapshot, config: Config, limit: int = 50) -> list[dict
                 found.append({"scopes": sorted([one, two]), "kind": kind,
                               "similarity": round(float(sims[a, b]), 3)})
     found.sort(key=lambda f: (-f["similarity"], f["scopes"]))
-    return found[:limit]
+    return found[:SIMILAR_SCOPES_SHOWN]
 
 
 def render_report(skill: str, changes: list[str], report: dict[str, list[dict[str, Any]]]) -> str:

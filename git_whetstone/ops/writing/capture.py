@@ -19,7 +19,7 @@ from ...base.errors import WhetstoneError
 from ...format import blocks, edits
 from ...format.layout import GLOBAL, GLOBAL_PREFIX, did_you_mean
 from ...format.entry import Entry
-from ...semantics.judge import CONTRADICTS, SAME, Judgement, Triage, contradiction, triage
+from ...semantics.judge import CONTRADICTS, SAME, Judgement, Triage, judge, triage
 from ...store import events
 from ...store.store import close_skills
 from .attach import create
@@ -89,7 +89,9 @@ def _global_conflict(ctx: Context, body: str, said: Answer) -> Outcome | None:
     sims = snap.vectors[issues] @ ctx.embedder.embed([body])[0]
     for at in np.argsort(-sims)[:10]:
         old = snap.entries[issues[at]]
-        reason = contradiction(body, old.body, float(sims[at]), config)
+        # judged as in one scope: a global issue holds in every scope
+        verdict = judge(body, old.body, float(sims[at]), config, same_scope=True)
+        reason = verdict.reason if verdict.relation == CONTRADICTS else ""
         if reason:
             shown_id = GLOBAL_PREFIX + old.id
             return Outcome("conflict", extra={
