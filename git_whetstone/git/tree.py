@@ -3,6 +3,7 @@ GIT_INDEX_FILE: `inherit`), committed in a revision, or named by a diff.
 """
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 from ..base.errors import RUNTIME, WhetstoneError
@@ -31,32 +32,29 @@ def _blobs(repo: Path, entries: dict[str, str], inherit: bool) -> dict[str, byte
     return files
 
 
+def _scope_records(listing: bytes) -> Iterator[tuple[str, str, str, str]]:
+    """The scope files a NUL-separated git listing names: each record's three fields and its path
+    (`ls-files --stage`: mode, blob, stage; `ls-tree`: mode, kind, blob)."""
+    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
+        if record:
+            info, path = record.split("\t", 1)
+            if is_scope_file(path):
+                yield (*info.split(), path)
+
+
 def staged_files(repo: Path, inherit: bool = False) -> dict[str, bytes]:
     """The scope files as staged: the index git is about to commit."""
     listing = runner.run(repo, "ls-files", "--stage", "-z", "--", "learnings", "issues", inherit=inherit, binary=True).stdout
-    entries = {}
-    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
-        if not record:
-            continue
-        info, path = record.split("\t", 1)
-        mode, sha, stage = info.split()
-        if is_scope_file(path) and stage == "0" and mode.startswith("100"):
-            entries[path] = sha
-    return _blobs(repo, entries, inherit)
+    return _blobs(repo, {path: sha for mode, sha, stage, path in _scope_records(listing)
+                         if stage == "0" and mode.startswith("100")}, inherit)
 
 
 def commit_files(repo: Path, rev: str = "HEAD", inherit: bool = False) -> dict[str, bytes]:
     """The scope files as committed in `rev`."""
     listing = runner.run(repo, "ls-tree", "-r", "-z", rev, "--", "learnings", "issues", inherit=inherit, binary=True,
                   check=False).stdout
-    entries = {}
-    for record in listing.decode("utf-8", "surrogateescape").split("\0"):
-        if record:
-            info, path = record.split("\t", 1)
-            mode, kind, sha = info.split()
-            if kind == "blob" and is_scope_file(path) and mode.startswith("100"):
-                entries[path] = sha
-    return _blobs(repo, entries, inherit)
+    return _blobs(repo, {path: sha for mode, kind, sha, path in _scope_records(listing)
+                         if kind == "blob" and mode.startswith("100")}, inherit)
 
 
 def changed_paths(repo: Path, command: str, *args: str, inherit: bool = False) -> set[str]:
@@ -65,11 +63,6 @@ def changed_paths(repo: Path, command: str, *args: str, inherit: bool = False) -
     out = runner.run(repo, command, "--name-only", "--no-renames", "-z", *args, inherit=inherit, binary=True,
               check=False).stdout
     return {p for p in out.decode("utf-8", "surrogateescape").split("\0") if is_scope_file(p)}
-
-
-def staged_changes(repo: Path, inherit: bool = False) -> set[str]:
-    """The scope files the next commit adds or changes."""
-    return changed_paths(repo, "diff", "--cached", "--diff-filter=d", inherit=inherit)
 
 
 # Per repository, the last HEAD read and its folders' trees: a write checks its files twice (before

@@ -241,7 +241,7 @@ def _say(line: str) -> None:
 
 def pre_commit(repo: Path) -> int:
     """Check the scope files the commit adds or changes, as staged, and ids across all of them."""
-    changed = tree.staged_changes(repo, inherit=True)
+    changed = tree.changed_paths(repo, "diff", "--cached", "--diff-filter=d", inherit=True)
     if not changed:
         return 0
     errors = check(tree.staged_files(repo, inherit=True), full=changed)
