@@ -39,19 +39,7 @@ def compact(skill: str, *, dry_run: bool = False, config: Config | None = None,
     """Compact one skill's store; with `dry_run`, only say what the structural pass would do.
     For a big store, `notice` is told how long it will take before the work starts (from the last
     run's pace, if any), and `progress` is called with (scopes done, scopes in all) as it goes."""
-    return _compact(Workspace.of(config), skill, dry_run, notice, progress)
-
-
-def compact_all(*, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
-    """Compact every skill, then report preferences shared by several skills as global candidates
-    (see `global_layer.clusters`). Writes nothing global."""
     ws = Workspace.of(config)
-    results = [_compact(ws, name, dry_run) for name in list_skills(ws.config)]
-    return {"skills": results, "clusters": clusters(ws)}
-
-
-def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], None] | None = None,
-             progress: Callable[[int, int], None] | None = None) -> dict[str, Any]:
     config = ws.config
     store = ws.store(skill, must_exist=True)
     started = time.monotonic()
@@ -73,6 +61,15 @@ def _compact(ws: Workspace, skill: str, dry_run: bool, notice: Callable[[str], N
         (store.path / REPORT).write_text(render_report(store.skill, plan.changes, report), encoding="utf-8")
     return {"skill": store.skill, "dry_run": dry_run, "committed": committed, "changes": plan.changes,
             "report": report, "warnings": list(snap.warnings) + store.warnings}
+
+
+def compact_all(*, dry_run: bool = False, config: Config | None = None) -> dict[str, Any]:
+    """Compact every skill, then report preferences shared by several skills as global candidates
+    (see `global_layer.clusters`). Writes nothing global."""
+    ws = Workspace.of(config)
+    # each skill's workspace takes this configuration, and the embedder is one per process
+    results = [compact(name, dry_run=dry_run, config=ws.config) for name in list_skills(ws.config)]
+    return {"skills": results, "clusters": clusters(ws)}
 
 
 def estimate(store: Store, entries: int, scopes: int, dry_run: bool) -> str:
