@@ -171,19 +171,26 @@ def eval_recall(config, skills: list[dict[str, Any]], split: str, misses: list[s
 def eval_prefeval(config, folder: Path) -> dict[str, Any] | None:
     """PrefEval's explicit preferences (read from `folder`, never copied): one skill per topic, every
     preference a learning in the topic's scope, then recall(topic, question) for each row; hit@1/3/5
-    and MRR of the row's own preference among the learnings returned, in order."""
+    and MRR of the row's own preference among the learnings returned, in order. Beside them, the
+    embedding's own hit@5 (`cosine@5`: the topic's preferences ranked by plain cosine to the
+    question, no bars, no words): how much of a miss is the backend's, and how much recall's."""
     from git_whetstone.format import blocks, edits
     from git_whetstone.format.counters import ids_text
     from git_whetstone.ops.writing.attach import create
     from git_whetstone.ops.recall import recall
+    from git_whetstone.semantics.embed import get_embedder
     from git_whetstone.store.store import Store
 
     files = sorted(folder.glob("*.json")) if folder.is_dir() else []
     if not files:
         return None
     ranks: list[int | None] = []
+    embedder, plain = get_embedder(config.embedding_backend, config.embedding_model), []
     for path in files:
         rows = json.loads(path.read_text(encoding="utf-8"))
+        likeness = embedder.embed([row["question"] for row in rows]) @ embedder.embed(
+            [" ".join(row["preference"].split()) for row in rows]).T
+        plain += [int((likeness[i] > likeness[i, i]).sum()) < 5 for i in range(len(rows))]
         topic = path.stem
         skill = "prefeval-" + topic.replace("_", "-")
         store = Store.open(config, skill)
@@ -203,7 +210,7 @@ def eval_prefeval(config, folder: Path) -> dict[str, Any] | None:
     n = len(ranks)
     return {"rows": n, "topics": len(files),
             **{f"hit@{k}": round(sum(1 for r in ranks if r is not None and r <= k) / n, 3) for k in (1, 3, 5)},
-            "mrr": round(sum(1 / r for r in ranks if r is not None) / n, 3)}
+            "mrr": round(sum(1 / r for r in ranks if r is not None) / n, 3), "cosine@5": round(sum(plain) / n, 3)}
 
 
 class McpCaller:
@@ -485,7 +492,8 @@ def table(reports: list[dict[str, Any]]) -> str:
                  ("  recall median ms", lambda r, key=key: r[key]["ms_median"])]
     if any(r.get("prefeval") for r in reports):
         rows += [("PrefEval hit@1 / hit@5 / MRR", lambda r: "{} / {} / {}".format(
-            *(cell(r["prefeval"][m]) for m in ("hit@1", "hit@5", "mrr"))) if r.get("prefeval") else "–")]
+            *(cell(r["prefeval"][m]) for m in ("hit@1", "hit@5", "mrr"))) if r.get("prefeval") else "–"),
+                 ("  plain cosine hit@5 (the backend's own)", lambda r: r["prefeval"]["cosine@5"] if r.get("prefeval") else "–")]
     rows.append(("  false conflicts per recall", lambda r: r["recall"]["conflicts_per_recall"]))
     judged = all(r.get("judge") for r in reports)
     if judged:
